@@ -1,0 +1,1 @@
+"""The fxtr pytest plugin."""

@@ -1,0 +1,137 @@
+"""Entities: frozen, typed records, and ``BoundID[T]`` references to them by content hash."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, ClassVar, Generic, TypeVar, dataclass_transform
+
+E = TypeVar("E", bound="Entity")
+
+_REGISTRY: dict[str, type[Entity]] = {}
+"""Entity classes by ``module:qualname``, so stored entities can be decoded in this process."""
+
+
+def entity_type_key(cls: type) -> str:
+    """The stable name an entity type is stored under: ``module:qualname``."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
+def lookup_entity_type(key: str) -> type[Entity]:
+    """Find an entity class by its stored name, importing its module when needed.
+
+    Raises:
+        LookupError: no such class can be found.
+    """
+    cls = _REGISTRY.get(key)
+    if cls is not None:
+        return cls
+    module, _, qualname = key.partition(":")
+    try:
+        import importlib
+
+        obj: Any = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        msg = (
+            f"Entity type {key!r} is stored in the record but cannot be found. Import the "
+            "module that defines it, or restore the class under that name."
+        )
+        raise LookupError(msg) from None
+    return typing.cast("type[Entity]", obj)
+
+
+@dataclass_transform(frozen_default=True, kw_only_default=True)
+class Entity:
+    """Base class of frozen, typed records that can cross step boundaries.
+
+    Subclasses are made frozen keyword-only dataclasses. Their fields must be JSON-like
+    types, entities or ``BoundID[...]`` references, checked when the class is defined.
+
+    Example::
+
+        class Answer(Entity):
+            question: str
+            text: str
+    """
+
+    __entity_fields__: ClassVar[tuple[str, ...]] = ()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        dataclasses.dataclass(frozen=True, kw_only=True)(cls)
+        cls.__entity_fields__ = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        _REGISTRY[entity_type_key(cls)] = cls
+        _check_field_types(cls)
+
+    @classmethod
+    def field_types(cls) -> dict[str, Any]:
+        """The resolved annotation of each field."""
+        hints = typing.get_type_hints(cls)
+        return {name: hints[name] for name in cls.__entity_fields__}
+
+
+def _check_field_types(cls: type[Entity]) -> None:
+    from fxtr.experiment._types import value_type_problem
+
+    try:
+        hints = cls.field_types()
+    except NameError:
+        return  # forward references to classes not defined yet; the encoder still checks values
+    problems = [
+        f"field {name!r}: {problem}"
+        for name, tp in hints.items()
+        if (problem := value_type_problem(tp)) is not None
+    ]
+    if problems:
+        msg = (
+            f"Entity {cls.__qualname__} has fields that cannot be stored: "
+            + "; ".join(problems)
+            + ". Use JSON-like types (str, int, float, bool, None, list, dict), other "
+            "entities, or BoundID[...] references."
+        )
+        raise TypeError(msg)
+
+
+class BoundID(Generic[E]):
+    """A typed reference to a stored entity; its ``id`` is the hash of the entity's content.
+
+    Annotate a step parameter ``BoundID[Answer]`` to receive the reference, or ``Answer`` to
+    receive the loaded object.
+    """
+
+    __slots__ = ("entity_type", "id")
+
+    id: str
+    """Content hash (sha256 hex) of the entity's canonical encoding."""
+    entity_type: type[E]
+    """The entity class the reference points at."""
+
+    def __init__(self, id: str, entity_type: type[E]) -> None:
+        object.__setattr__(self, "id", id)
+        object.__setattr__(self, "entity_type", entity_type)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        msg = "BoundID is immutable"
+        raise AttributeError(msg)
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, BoundID)
+            and other.id == self.id
+            and other.entity_type is self.entity_type
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.id, self.entity_type))
+
+    def __repr__(self) -> str:
+        return f"BoundID[{self.entity_type.__qualname__}]({self.id[:12]!r})"
+
+    @classmethod
+    def of(cls, entity: E) -> BoundID[E]:
+        """The reference an entity gets when stored (its content hash)."""
+        from fxtr.experiment._encoding import fingerprint
+
+        return cls(fingerprint(entity), type(entity))

@@ -1,0 +1,325 @@
+"""Jobs: launch a root workflow, resume it, and what comes back."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import socket
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from fxtr.experiment._array import Array
+from fxtr.experiment._definition import WorkflowDefinition, find_workflow
+from fxtr.experiment._encoding import decode_text, encode_text, fingerprint_text
+from fxtr.experiment._engine import Node, Run
+from fxtr.experiment._entity import BoundID, Entity
+from fxtr.experiment._handle import make_handle
+from fxtr.experiment._records import Invocation, WorkflowRun
+from fxtr.experiment._types import bound_target, is_entity_type
+from fxtr.store import DiskStore, open_store
+
+JobStatus = Literal["succeeded", "failed", "needs_review"]
+CONFLICT_POLICIES = ("review", "overwrite")
+
+
+@dataclasses.dataclass(eq=False)
+class JobResult:
+    """What one attempt of a job ended with."""
+
+    job_id: str
+    attempt: int
+    """Attempts are numbered from 1; ``resume`` returns attempt n+1 of the same job."""
+    status: JobStatus
+    output: Array[Any] | None
+    """The root workflow's result, or ``None`` when the job did not succeed."""
+    invocations: list[Invocation]
+    """One record per step invocation, in completion order."""
+    workflows: list[WorkflowRun]
+    """One record per workflow invocation (the root first)."""
+    store: DiskStore = dataclasses.field(repr=False)
+
+    @property
+    def conflicts(self) -> list[Invocation]:
+        """Invocations that await review, each with what differs from the cache."""
+        return [i for i in self.invocations if i.status == "needs_review"]
+
+    def invocation(self, address: str) -> Invocation:
+        """The record at one address.
+
+        Raises:
+            KeyError: no invocation has that address.
+        """
+        for inv in self.invocations:
+            if inv.address == address:
+                return inv
+        msg = f"Job {self.job_id} has no invocation at {address!r}."
+        raise KeyError(msg)
+
+    @property
+    def graph(self) -> Any:
+        """The execution graph of this attempt (``fxtr.tracing.TaskGraph``)."""
+        from fxtr.tracing._jobgraph import job_graph
+
+        return job_graph(self)
+
+
+def _git_commit() -> tuple[str | None, bool]:
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, timeout=5, check=False
+        )
+        if head.returncode != 0:
+            return None, False
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=5, check=False,
+        )
+        return head.stdout.strip(), bool(dirty.stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return None, False
+
+
+def _check_options(conflict: str, concurrency: int) -> None:
+    if conflict not in CONFLICT_POLICIES:
+        msg = f"{conflict!r} is not a valid conflict policy. Valid policies: review, overwrite."
+        raise ValueError(msg)
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        msg = f"concurrency must be a positive int, got {concurrency!r}."
+        raise ValueError(msg)
+
+
+def _open(store: str | os.PathLike[str] | DiskStore) -> DiskStore:
+    return store if isinstance(store, DiskStore) else open_store(store)
+
+
+async def _prepare_inputs(
+    wf: WorkflowDefinition[..., Any], inputs: Mapping[str, Any], run: Run
+) -> dict[str, Any]:
+    """Store entities given where references are expected; keep everything else."""
+    out: dict[str, Any] = {}
+    for name, value in inputs.items():
+        param = wf.signature.params.get(name)
+        wants_ref = param is not None and (
+            bound_target(param.value_type) is not None or is_entity_type(param.value_type)
+        )
+        if wants_ref and isinstance(value, Entity):
+            value = await run.store_entity(value)
+        elif wants_ref and isinstance(value, Array) and any(
+            isinstance(v, Entity) for v in value.values()
+        ):
+            refs = [await run.store_entity(v) if isinstance(v, Entity) else v for v in value.values()]
+            value = Array.from_cells(value.dim_specs, value._keys, refs, param.value_type)  # type: ignore[union-attr]
+        out[name] = value
+    return out
+
+
+def _root_kwargs(wf: WorkflowDefinition[..., Any], inputs: Mapping[str, Any], run: Run) -> dict[str, Any]:
+    bindings, _, concrete = run.bind(
+        f"Launching workflow {wf.name!r}", f"Workflow {wf.name!r}", wf.signature.params, inputs,
+        [], concrete_ok=True,
+    )
+    for b in bindings:
+        b.node.producer = f"input {b.param.name!r}"
+        b.node.label = f"input:{b.param.name}:{b.node.label}"
+    return {**{b.param.name: make_handle(b.node) for b in bindings}, **concrete}
+
+
+def _status(run: Run) -> JobStatus:
+    statuses = {inv.status for inv in run.invocations.values()}
+    if "failed" in statuses or any(w.status != "succeeded" for w in run.workflows.values()):
+        return "failed"
+    if "needs_review" in statuses or "skipped" in statuses:
+        return "needs_review"
+    return "succeeded"
+
+
+async def _attempt(
+    store: DiskStore,
+    wf: WorkflowDefinition[..., Any],
+    record: dict[str, Any],
+    inputs: Mapping[str, Any],
+    *,
+    prior: dict[str, Invocation],
+    prior_ops: dict[str, list[dict[str, Any]]] | None,
+    conflict: str,
+    verify: bool,
+    concurrency: int,
+    executor: Any,
+    on_invocation: Any,
+) -> JobResult:
+    attempt = len(record["attempts"]) + 1
+    job_id = record["job_id"]
+    info: dict[str, Any] = {"attempt": attempt, "started_at": time.time(), "status": "running"}
+    record["attempts"].append(info)
+    run = Run(
+        store=store, job_id=job_id, attempt=attempt, conflict=conflict, concurrency=concurrency,
+        prior=prior, expected_ops=prior_ops, executor=executor,
+        holder=f"{socket.gethostname()}:{os.getpid()}:{job_id}:{attempt}:{uuid.uuid4().hex[:6]}",
+    )
+    run.on_invocation = on_invocation
+    try:
+        prepared = await _prepare_inputs(wf, inputs, run)
+        if "inputs" not in record:
+            record["inputs"] = {k: encode_text(v) for k, v in prepared.items()}
+        store.put_job(record)
+        kwargs = _root_kwargs(wf, prepared, run)
+        root: Node | None = await run.drive(run.run_body(wf, wf.name, kwargs))
+        status = _status(run)
+        store.put_ops(job_id, attempt, run.ops)
+        if verify:
+            replay = Run(
+                store=store, job_id=job_id, attempt=attempt, mode="verify",
+                prior=run.invocations, expected_ops=run.ops, concurrency=concurrency,
+            )
+            replay.entities = run.entities
+            await replay.drive(replay.run_body(wf, wf.name, _root_kwargs(wf, prepared, replay)))
+    except BaseException as exc:
+        info.update(status="error", ended_at=time.time(), error=f"{type(exc).__name__}: {exc}")
+        if run.ops:
+            store.put_ops(job_id, attempt, run.ops)
+        store.put_job(record)
+        raise
+    output = None
+    if status == "succeeded" and root is not None:
+        output = await root.observe()
+        result = wf.signature.result
+        if result is not None and is_entity_type(result.value_type):
+            loaded = [
+                await run.load_entity(v) if isinstance(v, BoundID) else v for v in output.values()
+            ]
+            output = Array.from_cells(output.dim_specs, output._keys, loaded, result.value_type)
+    info.update(status=status, ended_at=time.time())
+    store.put_job(record)
+    return JobResult(
+        job_id=job_id,
+        attempt=attempt,
+        status=status,
+        output=output,
+        invocations=list(run.invocations.values()),
+        workflows=list(run.workflows.values()),
+        store=store,
+    )
+
+
+async def launch(
+    workflow: WorkflowDefinition[..., Any],
+    inputs: Mapping[str, Any] | None = None,
+    *,
+    store: str | os.PathLike[str] | DiskStore = ".fxtr",
+    conflict: str = "review",
+    verify: bool = True,
+    concurrency: int = 32,
+    job_id: str | None = None,
+    executor: Any = None,
+    on_invocation: Any = None,
+) -> JobResult:
+    """Run a job: one root workflow over its inputs.
+
+    Args:
+        workflow: the root ``@workflow``.
+        inputs: per parameter, an ``Array``, a plain value (a scalar), or an entity where
+            the workflow expects ``BoundID[T]`` (stored first).
+        store: the project store directory (created if missing).
+        conflict: ``"review"`` leaves invocations whose cached result came from other inputs
+            or code unrun and ends the job ``needs_review``; ``"overwrite"`` reruns them,
+            keeping the old entries in the history.
+        verify: replay the body at the end of the attempt to check it is deterministic.
+        concurrency: at most this many steps run at once.
+        job_id: an id for the job (default: a new random one).
+        executor: where steps run (default: this event loop).
+        on_invocation: called with each invocation record as it ends.
+
+    Returns:
+        The attempt's ``JobResult``; failures of steps are in it, not raised.
+
+    Raises:
+        SignatureError: inputs do not fit the workflow, or the body scheduled badly.
+        DeterminismError: the verifying replay differs from the attempt.
+    """
+    if not isinstance(workflow, WorkflowDefinition):
+        msg = f"launch() needs a @workflow, got {workflow!r}."
+        raise TypeError(msg)
+    _check_options(conflict, concurrency)
+    st = _open(store)
+    commit, dirty = _git_commit()
+    job_id = job_id or uuid.uuid4().hex[:16]
+    record: dict[str, Any] = {
+        "job_id": job_id,
+        "workflow": workflow.name,
+        "workflow_path": workflow.path,
+        "commit": commit,
+        "dirty": dirty,
+        "created_at": time.time(),
+        "cwd": str(Path.cwd()),
+        "attempts": [],
+    }
+    return await _attempt(
+        st, workflow, record, dict(inputs or {}), prior={}, prior_ops=None, conflict=conflict,
+        verify=verify, concurrency=concurrency, executor=executor, on_invocation=on_invocation,
+    )
+
+
+async def resume(
+    job_id: str,
+    *,
+    store: str | os.PathLike[str] | DiskStore = ".fxtr",
+    conflict: str = "review",
+    verify: bool = True,
+    concurrency: int = 32,
+    workflow: WorkflowDefinition[..., Any] | None = None,
+    executor: Any = None,
+    on_invocation: Any = None,
+) -> JobResult:
+    """Start the next attempt of a job: only failed, skipped or never-run invocations run.
+
+    Raises:
+        KeyError: the store has no such job (the message names the store).
+        LookupError: the root workflow can no longer be imported (pass ``workflow=``).
+        DeterminismError: the body schedules differently than the record.
+    """
+    _check_options(conflict, concurrency)
+    st = _open(store)
+    record = st.get_job(job_id)
+    wf = workflow or find_workflow(record["workflow_path"])
+    inputs = {k: decode_text(v) for k, v in record.get("inputs", {}).items()}
+    prior = {a: Invocation.from_json(r) for a, r in st.job_invocations(job_id).items()}
+    last = len(record["attempts"])
+    prior_ops = st.get_ops(job_id, last) if last else None
+    return await _attempt(
+        st, wf, record, inputs, prior=prior, prior_ops=prior_ops, conflict=conflict,
+        verify=verify, concurrency=concurrency, executor=executor, on_invocation=on_invocation,
+    )
+
+
+def run(workflow: WorkflowDefinition[..., Any], inputs: Mapping[str, Any] | None = None, **options: Any) -> JobResult:
+    """``launch`` for synchronous code; works whether or not an event loop is running here."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(launch(workflow, inputs, **options))
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = asyncio.run(launch(workflow, inputs, **options))
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="fxtr-run")
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    result: JobResult = box["result"]
+    return result
+
+
+def input_fingerprint(inputs: Mapping[str, Any]) -> str:
+    """A fingerprint of a job's inputs (the plugin keys its resume pointer on it)."""
+    return fingerprint_text(encode_text(dict(inputs)))

@@ -1,0 +1,87 @@
+"""Records of what a job did: one per step invocation and one per workflow invocation."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Literal
+
+InvocationStatus = Literal["succeeded", "failed", "skipped", "needs_review"]
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class Invocation:
+    """One step invocation: what ran (or did not) at one address, and how it ended."""
+
+    address: str
+    """Path of names from the root workflow plus map keys: ``qa.evaluate/answer[model=a]``."""
+    step: str
+    """The ``name=`` of the ``@step``."""
+    status: InvocationStatus = "skipped"
+    from_cache: bool = False
+    """True when the result was reused (step cache or an earlier attempt), not executed now."""
+    reason: str | None = None
+    """Failure reason (``tool_error``, ``budget``, ...), on failed invocations only."""
+    error: str | None = None
+    """``Type: message`` of the failure, the cause of a skip, or the conflict needing review."""
+    category: str | None = None
+    """The finer provider category of a failure (``rate_limit``, ``timeout``, ...), if any."""
+    fingerprint: str | None = None
+    input_fingerprints: dict[str, str] = dataclasses.field(default_factory=dict)
+    result_text: str | None = None
+    """Canonical text of the result (succeeded only)."""
+    traceback: str | None = None
+    logs: list[str] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    """Hermeticity notices: files read, environment consulted, files written."""
+    conflict: dict[str, Any] | None = None
+    """For ``needs_review``: what differs from the cached entry (inputs, source, version)."""
+    started_at: float | None = None
+    ended_at: float | None = None
+    attempt: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = None
+    calls: int = 0
+    cost_by_model: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """Model calls made inside the step, per model: calls, tokens and dollars."""
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds the invocation ran, when it ran."""
+        if self.started_at is None or self.ended_at is None:
+            return None
+        return self.ended_at - self.started_at
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSON-able dict (the store's and the report's shape)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Invocation:
+        """Rebuild a record written by ``to_json``."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def report(self) -> dict[str, Any]:
+        """The fields the JSON report and ``JobResult`` promise."""
+        return {
+            "address": self.address,
+            "step": self.step,
+            "status": self.status,
+            "from_cache": self.from_cache,
+            "reason": self.reason,
+            "error": self.error,
+        }
+
+
+@dataclasses.dataclass(slots=True, eq=False)
+class WorkflowRun:
+    """One workflow invocation (the root or a child): its body's outcome."""
+
+    address: str
+    workflow: str
+    status: Literal["running", "succeeded", "skipped", "failed"] = "running"
+    error: str | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    logs: list[str] = dataclasses.field(default_factory=list)

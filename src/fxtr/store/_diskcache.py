@@ -1,0 +1,299 @@
+"""The embedded store on diskcache: safe for several processes, one SQLite transaction a batch.
+
+Keys (all ``str``, values JSON text):
+
+- ``e|ADDRESS``: the step-cache entry at an address (fingerprint, step, version, source hash,
+  input fingerprints, result).
+- ``h|ADDRESS``: entries an overwrite or a version bump replaced, oldest first.
+- ``c|ADDRESS``: a claim on an address (holder, host, pid), with a lease as diskcache expiry.
+- ``n|ID``: a stored entity's canonical text.
+- ``j|JOB``: a job's record; ``i|JOB|SEQ``: a chunk of its invocation records, appended in
+  completion order (a later record of an address replaces an earlier one);
+  ``s|JOB``: the number of chunks; ``o|JOB|ATTEMPT``: the operations each workflow
+  invocation scheduled; ``g|JOB|ATTEMPT``: the execution graph of an attempt.
+- ``l|KEY``: the last job launched for a key (the plugin's per-eval resume pointer).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import socket
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+import diskcache
+
+_HOST = socket.gethostname()
+_OPEN: dict[str, DiskStore] = {}
+
+
+def open_store(path: str | os.PathLike[str]) -> DiskStore:
+    """The store at ``path``, opened once per process and directory."""
+    key = os.path.abspath(path)
+    store = _OPEN.get(key)
+    if store is None or store.closed:
+        store = _OPEN[key] = DiskStore(key)
+    return store
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@dataclasses.dataclass(slots=True)
+class Batch:
+    """Writes gathered while the event loop runs, committed together in one transaction."""
+
+    entries: dict[str, str] = dataclasses.field(default_factory=dict)
+    """New cache entries by address (JSON text)."""
+    replaced: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Entries moved to the history before being replaced, by address."""
+    released: list[str] = dataclasses.field(default_factory=list)
+    """Addresses whose claims this process gives up."""
+    entities: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Entity texts by id."""
+    invocations: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
+    """Invocation records per job id."""
+
+    def __bool__(self) -> bool:
+        return bool(
+            self.entries or self.replaced or self.released or self.entities or self.invocations
+        )
+
+
+class DiskStore:
+    """The project store in one directory, over one diskcache ``Cache``."""
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = Path(path)
+        self.cache = diskcache.Cache(
+            str(self.path / "cache"),
+            timeout=60,
+            eviction_policy="none",  # results are never evicted behind a user's back
+            size_limit=2**62,
+            statistics=False,
+            tag_index=False,
+        )
+        self.closed = False
+
+    def close(self) -> None:
+        """Close the underlying SQLite connections."""
+        self.cache.close()
+        self.closed = True
+
+    def __repr__(self) -> str:
+        return f"DiskStore({str(self.path)!r})"
+
+    # step cache -----------------------------------------------------------------------
+
+    def get_entries(self, addresses: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """The cache entries that exist among ``addresses``, read in one transaction."""
+        out: dict[str, dict[str, Any]] = {}
+        get = self.cache.get
+        with self.cache.transact():
+            for address in addresses:
+                text = get("e|" + address)
+                if text is not None:
+                    out[address] = json.loads(text)
+        return out
+
+    def get_entry(self, address: str) -> dict[str, Any] | None:
+        """The cache entry at one address, if any."""
+        text = self.cache.get("e|" + address)
+        return None if text is None else json.loads(text)
+
+    def history(self, address: str) -> list[dict[str, Any]]:
+        """Entries that replaced ones at ``address`` pushed out, oldest first."""
+        text = self.cache.get("h|" + address)
+        return [] if text is None else json.loads(text)
+
+    def restore(self, address: str, index: int = -1) -> dict[str, Any]:
+        """Put a history entry back at ``address``; the current entry goes to the history.
+
+        Raises:
+            KeyError: the address has no history (or no entry at ``index``).
+        """
+        with self.cache.transact():
+            history = self.history(address)
+            if not history:
+                msg = f"No history at address {address!r} in {self.path}; nothing to restore."
+                raise KeyError(msg)
+            try:
+                entry = history.pop(index)
+            except IndexError:
+                msg = f"Address {address!r} has {len(history)} history entries; no {index}."
+                raise KeyError(msg) from None
+            current = self.cache.get("e|" + address)
+            if current is not None:
+                history.append(json.loads(current))
+            self.cache.set("h|" + address, json.dumps(history))
+            self.cache.set("e|" + address, json.dumps(entry))
+        return entry
+
+    def iter_entries(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every cache entry, with its address."""
+        for key in self.cache.iterkeys():
+            if isinstance(key, str) and key.startswith("e|"):
+                text = self.cache.get(key)
+                if text is not None:
+                    yield key[2:], json.loads(text)
+
+    # claims ---------------------------------------------------------------------------
+
+    def claim(self, addresses: list[str], holder: str, lease: float) -> dict[str, str | None]:
+        """Claim addresses for ``holder``, in one transaction.
+
+        A claim whose lease expired, or whose holder process on this host is gone, is taken
+        over.
+
+        Returns:
+            Per address, ``None`` when this holder has it, or the other holder's name.
+        """
+        value = json.dumps({"holder": holder, "host": _HOST, "pid": os.getpid()})
+        out: dict[str, str | None] = {}
+        cache = self.cache
+        with cache.transact():
+            for address in addresses:
+                key = "c|" + address
+                if cache.add(key, value, expire=lease):
+                    out[address] = None
+                    continue
+                current = cache.get(key)
+                if current is None:  # expired between add and get
+                    cache.set(key, value, expire=lease)
+                    out[address] = None
+                    continue
+                info = json.loads(current)
+                if info["holder"] == holder or (
+                    info["host"] == _HOST and not _pid_alive(info["pid"])
+                ):
+                    cache.set(key, value, expire=lease)
+                    out[address] = None
+                else:
+                    out[address] = info["holder"]
+        return out
+
+    def renew(self, addresses: Iterable[str], lease: float) -> None:
+        """Extend the leases of claims this process holds."""
+        with self.cache.transact():
+            for address in addresses:
+                self.cache.touch("c|" + address, expire=lease)
+
+    def release(self, addresses: Iterable[str]) -> None:
+        """Give up claims."""
+        with self.cache.transact():
+            for address in addresses:
+                self.cache.delete("c|" + address)
+
+    # entities -------------------------------------------------------------------------
+
+    def get_entity(self, entity_id: str) -> str | None:
+        """A stored entity's canonical text."""
+        text: str | None = self.cache.get("n|" + entity_id)
+        return text
+
+    # job records ----------------------------------------------------------------------
+
+    def put_job(self, record: dict[str, Any]) -> None:
+        """Write a job's record (root workflow, inputs, commit, attempts)."""
+        self.cache.set("j|" + record["job_id"], json.dumps(record))
+
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        """A job's record.
+
+        Raises:
+            KeyError: the store has no such job.
+        """
+        text = self.cache.get("j|" + job_id)
+        if text is None:
+            msg = f"No job {job_id!r} in the store at {self.path}. `fxtr jobs` lists the jobs."
+            raise KeyError(msg)
+        record: dict[str, Any] = json.loads(text)
+        return record
+
+    def has_job(self, job_id: str) -> bool:
+        """Whether the store holds a job."""
+        return ("j|" + job_id) in self.cache
+
+    def iter_jobs(self) -> Iterator[dict[str, Any]]:
+        """Every job record."""
+        for key in self.cache.iterkeys():
+            if isinstance(key, str) and key.startswith("j|"):
+                text = self.cache.get(key)
+                if text is not None:
+                    yield json.loads(text)
+
+    def job_invocations(self, job_id: str) -> dict[str, dict[str, Any]]:
+        """The latest record of each invocation of a job, by address."""
+        count = self.cache.get("s|" + job_id, 0)
+        out: dict[str, dict[str, Any]] = {}
+        with self.cache.transact():
+            for seq in range(count):
+                text = self.cache.get(f"i|{job_id}|{seq}")
+                if text is None:
+                    continue
+                for record in json.loads(text):
+                    out[record["address"]] = record
+        return out
+
+    def put_ops(self, job_id: str, attempt: int, ops: dict[str, list[dict[str, Any]]]) -> None:
+        """Record the operations each workflow invocation scheduled in an attempt."""
+        self.cache.set(f"o|{job_id}|{attempt}", json.dumps(ops))
+
+    def get_ops(self, job_id: str, attempt: int) -> dict[str, list[dict[str, Any]]] | None:
+        """The operations recorded for an attempt, if it got that far."""
+        text = self.cache.get(f"o|{job_id}|{attempt}")
+        return None if text is None else json.loads(text)
+
+    def put_graph(self, job_id: str, attempt: int, graph: dict[str, Any]) -> None:
+        """Record an attempt's execution graph."""
+        self.cache.set(f"g|{job_id}|{attempt}", json.dumps(graph))
+
+    def get_graph(self, job_id: str, attempt: int) -> dict[str, Any] | None:
+        """An attempt's execution graph, if recorded."""
+        text = self.cache.get(f"g|{job_id}|{attempt}")
+        return None if text is None else json.loads(text)
+
+    def set_last_job(self, key: str, job_id: str) -> None:
+        """Remember the last job launched for a key."""
+        self.cache.set("l|" + key, job_id)
+
+    def get_last_job(self, key: str) -> str | None:
+        """The last job launched for a key."""
+        value: str | None = self.cache.get("l|" + key)
+        return value
+
+    # batched writes -------------------------------------------------------------------
+
+    def write(self, batch: Batch) -> None:
+        """Commit a batch: entries (history kept), entities, records, claim releases."""
+        cache = self.cache
+        with cache.transact():
+            for address, old in batch.replaced.items():
+                text = cache.get("h|" + address)
+                history = [] if text is None else json.loads(text)
+                history.append(json.loads(old))
+                cache.set("h|" + address, json.dumps(history))
+            for address, text in batch.entries.items():
+                cache.set("e|" + address, text)
+            for entity_id, text in batch.entities.items():
+                cache.set("n|" + entity_id, text)
+            for job_id, records in batch.invocations.items():
+                seq = cache.incr("s|" + job_id) - 1
+                cache.set(f"i|{job_id}|{seq}", json.dumps(records))
+            for address in batch.released:
+                cache.delete("c|" + address)
+
+    def wait_hint(self) -> float:
+        """Seconds to wait before polling a claim held elsewhere again."""
+        return 0.05 + (time.monotonic() % 0.05)
