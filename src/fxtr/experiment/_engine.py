@@ -43,6 +43,7 @@ from fxtr.experiment._types import (
     type_name,
 )
 from fxtr.experiment.errors import DeterminismError, SignatureError, UpstreamFailedError
+from fxtr.store import CacheEntry
 
 if TYPE_CHECKING:
     from fxtr.experiment._context import StepContext, WorkflowContext
@@ -782,20 +783,24 @@ class Run:
         slices = [self._slicer(b, v) for b, v in zip(bindings, values, strict=True)]
         prefix = f"{step.name}\0{step.version!r}\0{step.source_hash}"
         fp_memo: list[dict[Any, str]] = [{} for _ in bindings]
+        verify = self.mode == "verify"
+        pairs = list(enumerate(zip(bindings, slices, strict=True)))
         plans: list[Plan] = []
-        for combo in combos:
-            inv_address = address + _key_suffix(map_over, combo) if map_over else address
+        for combo, inv_address in zip(combos, _addresses(address, map_over, keylists), strict=True):
             kwargs: dict[str, Any] = {}
             fps: dict[str, str] = {}
             skip: str | None = None
-            for i, (b, (get, missing_of)) in enumerate(zip(bindings, slices, strict=True)):
-                value = get(combo)
+            for i, (b, (get, missing_of)) in pairs:
                 gone = missing_of(combo)
                 if gone:
                     skip = gone if isinstance(gone, str) else next(iter(gone.values()))
                     break
-                kwargs[b.param.name] = value
-                memo_key = id(value) if isinstance(value, Array) else _memo_key(value)
+                value = kwargs[b.param.name] = get(combo)
+                if verify:
+                    # replayed inputs come from the record and the already-compared operation
+                    # descriptors, so they equal the recorded ones; no need to hash them again
+                    continue
+                memo_key = id(value) if type(value) is Array else _memo_key(value)
                 fp = fp_memo[i].get(memo_key) if memo_key is not None else None
                 if fp is None:
                     try:
@@ -809,7 +814,7 @@ class Run:
             if skip is not None:
                 plans.append(Plan(inv_address, {}, {}, None, skip))
                 continue
-            fingerprint = hashlib.sha256(
+            fingerprint = None if verify else hashlib.sha256(
                 (prefix + "".join(f"\0{k}={v}" for k, v in sorted(fps.items()))).encode()
             ).hexdigest()
             plans.append(Plan(inv_address, kwargs, fps, fingerprint))
@@ -859,19 +864,10 @@ class Run:
                 entry = entries.get(address)
                 if entry is None:
                     run.append((i, None))
-                elif entry["fingerprint"] == fp:
-                    inv = Invocation(
-                        address, step.name, "succeeded", from_cache=True, fingerprint=fp,
-                        input_fingerprints=fps, result_text=entry["result"], attempt=self.attempt,
-                        input_tokens=entry.get("input_tokens", 0),
-                        output_tokens=entry.get("output_tokens", 0),
-                        cost_usd=entry.get("cost_usd"), calls=entry.get("calls", 0),
-                        cost_by_model=entry.get("cost_by_model", {}),
-                    )
-                    self._finish(inv)
-                    out[i] = Value(self._result_value(entry["result"]))
-                elif entry.get("version") != _version_str(step.version) or self.conflict == "overwrite":
-                    run.append((i, json.dumps(entry)))
+                elif entry.fingerprint == fp:
+                    out[i] = self._hit(step, address, fps, fp, entry)
+                elif entry.version != _version_str(step.version) or self.conflict == "overwrite":
+                    run.append((i, entry.to_text()))
                 else:
                     conflict = _conflict(step, entry, fps)
                     inv = Invocation(
@@ -906,7 +902,7 @@ class Run:
                 "I/O into a step."
             )
             raise DeterminismError(msg)
-        if recorded.fingerprint is not None and recorded.fingerprint != fp:
+        if fp is not None and recorded.fingerprint is not None and recorded.fingerprint != fp:
             changed = sorted(
                 k for k in set(fps) | set(recorded.input_fingerprints)
                 if fps.get(k) != recorded.input_fingerprints.get(k)
@@ -921,6 +917,24 @@ class Run:
         if recorded.status == "succeeded":
             return Value(self._result_value(recorded.result_text))
         return Value(None, cause=f"{recorded.status} at {address!r}: {recorded.error}")
+
+    def _hit(
+        self, step: StepDefinition[..., Any], address: str, fps: dict[str, str], fp: str | None,
+        entry: CacheEntry,
+    ) -> Value:
+        inv = Invocation(
+            address, step.name, "succeeded", from_cache=True, fingerprint=fp,
+            input_fingerprints=fps, result_text=entry.result, attempt=self.attempt,
+        )
+        usage = entry.usage
+        if usage:
+            inv.calls = usage.get("calls", 0)
+            inv.input_tokens = usage.get("input_tokens", 0)
+            inv.output_tokens = usage.get("output_tokens", 0)
+            inv.cost_usd = usage.get("cost_usd")
+            inv.cost_by_model = usage.get("by_model", {})
+        self._finish(inv)
+        return Value(self._result_value(entry.result))
 
     def _result_value(self, text: str | None) -> Any:
         assert text is not None
@@ -938,17 +952,12 @@ class Run:
         while True:
             await asyncio.sleep(self.store.wait_hint())
             entry = self.store.get_entry(address)
-            if entry is not None and entry["fingerprint"] == fp:
-                inv = Invocation(
-                    address, step.name, "succeeded", from_cache=True, fingerprint=fp,
-                    input_fingerprints=fps, result_text=entry["result"], attempt=self.attempt,
-                )
-                self._finish(inv)
-                return Value(self._result_value(entry["result"]))
+            if entry is not None and entry.fingerprint == fp:
+                return self._hit(step, address, fps, fp, entry)
             if self.store.claim([address], self.holder, self.lease)[address] is None:
                 self.held.add(address)
                 if entry is not None and replaced is None:
-                    replaced = json.dumps(entry)
+                    replaced = entry.to_text()
                 return await self._invoke(step, plan, bindings, replaced)
 
     async def _invoke(
@@ -994,23 +1003,25 @@ class Run:
         inv.ended_at = time.time()
         inv.status = "succeeded"
         inv.result_text = text
-        entry = {
-            "fingerprint": fp,
+        usage = None
+        if inv.calls:
+            usage = {
+                "calls": inv.calls,
+                "input_tokens": inv.input_tokens,
+                "output_tokens": inv.output_tokens,
+                "cost_usd": inv.cost_usd,
+                "by_model": inv.cost_by_model,
+            }
+        meta = {
             "step": step.name,
-            "version": _version_str(step.version),
             "source": step.source_hash,
             "inputs": fps,
-            "result": text,
             "job_id": self.job_id,
             "created_at": inv.ended_at,
-            "input_tokens": inv.input_tokens,
-            "output_tokens": inv.output_tokens,
-            "cost_usd": inv.cost_usd,
-            "calls": inv.calls,
-            "cost_by_model": inv.cost_by_model,
         }
+        entry = CacheEntry(fp or "", _version_str(step.version), text, usage, meta)
         batch = self._queue()
-        batch.entries[address] = json.dumps(entry)
+        batch.entries[address] = entry.to_text()
         if replaced is not None:
             batch.replaced[address] = replaced
         batch.released.append(address)
@@ -1180,6 +1191,16 @@ def _version_str(version: Any) -> str | None:
     return None if version is None else str(version)
 
 
+def _addresses(
+    address: str, map_over: Sequence[str], keylists: Sequence[tuple[Any, ...]]
+) -> list[str]:
+    """The address of every combination of keys, in ``itertools.product`` order."""
+    if not map_over:
+        return [address]
+    parts = [[f"{d}={format_key(k)}" for k in keys] for d, keys in zip(map_over, keylists, strict=True)]
+    return [f"{address}[{','.join(p)}]" for p in itertools.product(*parts)]
+
+
 def _key_suffix(map_over: Sequence[str], combo: tuple[Any, ...]) -> str:
     return "[" + ",".join(f"{d}={format_key(k)}" for d, k in zip(map_over, combo, strict=True)) + "]"
 
@@ -1286,22 +1307,21 @@ def _determinism_message(
     )
 
 
-def _conflict(step: StepDefinition[..., Any], entry: dict[str, Any], fps: dict[str, str]) -> dict[str, Any]:
-    changed = sorted(
-        k for k in set(fps) | set(entry.get("inputs", {}))
-        if fps.get(k) != entry.get("inputs", {}).get(k)
-    )
+def _conflict(step: StepDefinition[..., Any], entry: CacheEntry, fps: dict[str, str]) -> dict[str, Any]:
+    meta = entry.meta
+    cached_inputs = meta.get("inputs", {})
+    changed = sorted(k for k in set(fps) | set(cached_inputs) if fps.get(k) != cached_inputs.get(k))
     what = []
     if changed:
         what.append(f"input(s) {', '.join(changed)} changed")
-    if entry.get("source") != step.source_hash:
+    if meta.get("source") != step.source_hash:
         what.append(f"the source of step {step.name!r} changed (code drift)")
     if not what:
         what.append("the fingerprint changed")
     return {
         "inputs": changed,
-        "source": entry.get("source") != step.source_hash,
-        "cached_job": entry.get("job_id"),
+        "source": meta.get("source") != step.source_hash,
+        "cached_job": meta.get("job_id"),
         "summary": "; ".join(what)
         + ". Rerun with conflict='overwrite' (--fxtr-cache-conflict=overwrite) to replace it; "
         "the old result is kept in the history",

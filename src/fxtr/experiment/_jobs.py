@@ -36,11 +36,11 @@ class JobResult:
     attempt: int
     """Attempts are numbered from 1; ``resume`` returns attempt n+1 of the same job."""
     status: JobStatus
-    output: Array[Any] | None
+    output: Array[Any] | None = dataclasses.field(repr=False)
     """The root workflow's result, or ``None`` when the job did not succeed."""
-    invocations: list[Invocation]
+    invocations: list[Invocation] = dataclasses.field(repr=False)
     """One record per step invocation, in completion order."""
-    workflows: list[WorkflowRun]
+    workflows: list[WorkflowRun] = dataclasses.field(repr=False)
     """One record per workflow invocation (the root first)."""
     store: DiskStore = dataclasses.field(repr=False)
 

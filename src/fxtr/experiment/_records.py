@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import operator
 from typing import Any, Literal
 
 InvocationStatus = Literal["succeeded", "failed", "skipped", "needs_review"]
@@ -53,8 +54,14 @@ class Invocation:
         return self.ended_at - self.started_at
 
     def to_json(self) -> dict[str, Any]:
-        """The record as a JSON-able dict (the store's and the report's shape)."""
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """The record as a JSON-able dict; fields at their defaults are left out."""
+        out = {"address": self.address, "step": self.step, "status": self.status}
+        out.update(
+            (name, value)
+            for name, value in zip(_OPTIONAL_FIELDS, _get_optional(self), strict=True)
+            if value
+        )
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Invocation:
@@ -72,6 +79,12 @@ class Invocation:
             "reason": self.reason,
             "error": self.error,
         }
+
+
+_OPTIONAL_FIELDS = tuple(
+    f.name for f in dataclasses.fields(Invocation) if f.name not in ("address", "step", "status")
+)
+_get_optional = operator.attrgetter(*_OPTIONAL_FIELDS)
 
 
 @dataclasses.dataclass(slots=True, eq=False)

@@ -5,6 +5,6 @@ kind of record lives in it under its own key prefix, so one transaction can writ
 its job record and the release of its claim together.
 """
 
-from fxtr.store._diskcache import Batch, DiskStore, open_store
+from fxtr.store._diskcache import Batch, CacheEntry, DiskStore, open_store
 
-__all__ = ["Batch", "DiskStore", "open_store"]
+__all__ = ["Batch", "CacheEntry", "DiskStore", "open_store"]

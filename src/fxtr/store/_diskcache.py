@@ -50,12 +50,75 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+class CacheEntry:
+    """A step-cache entry: fingerprint, version, usage, result text, and the rest (lazily).
+
+    Stored as five lines so a cache hit reads the fingerprint and the result without
+    parsing the metadata: fingerprint, version, usage JSON (or empty), result, metadata JSON.
+    """
+
+    __slots__ = ("_meta", "_meta_text", "fingerprint", "result", "usage", "version")
+
+    def __init__(
+        self,
+        fingerprint: str,
+        version: str | None,
+        result: str,
+        usage: dict[str, Any] | None = None,
+        meta: dict[str, Any] | None = None,
+        meta_text: str | None = None,
+    ) -> None:
+        self.fingerprint = fingerprint
+        self.version = version
+        self.result = result
+        """Canonical text of the result."""
+        self.usage = usage
+        """Model calls the step made when it ran: calls, tokens, dollars (None: none)."""
+        self._meta = meta
+        self._meta_text = meta_text
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        """Step name, source hash, input fingerprints, job id, creation time."""
+        if self._meta is None:
+            self._meta = json.loads(self._meta_text or "{}")
+        return self._meta
+
+    def to_text(self) -> str:
+        """The stored form."""
+        meta = self._meta_text if self._meta is None else json.dumps(self._meta)
+        usage = json.dumps(self.usage) if self.usage else ""
+        return f"{self.fingerprint}\n{self.version or ''}\n{usage}\n{self.result}\n{meta or '{}'}"
+
+    @classmethod
+    def from_text(cls, text: str) -> CacheEntry:
+        """Parse the stored form."""
+        fp, version, usage, result, meta = text.split("\n", 4)
+        return cls(fp, version or None, result, json.loads(usage) if usage else None, None, meta)
+
+    def as_dict(self) -> dict[str, Any]:
+        """Everything, as one JSON-able dict (history and ``fxtr cache``)."""
+        return {
+            "fingerprint": self.fingerprint,
+            "version": self.version,
+            "result": self.result,
+            "usage": self.usage,
+            **self.meta,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> CacheEntry:
+        """Rebuild from ``as_dict``."""
+        rest = {k: v for k, v in data.items() if k not in ("fingerprint", "version", "result", "usage")}
+        return cls(data["fingerprint"], data.get("version"), data["result"], data.get("usage"), rest)
+
+
 @dataclasses.dataclass(slots=True)
 class Batch:
     """Writes gathered while the event loop runs, committed together in one transaction."""
 
     entries: dict[str, str] = dataclasses.field(default_factory=dict)
-    """New cache entries by address (JSON text)."""
+    """New cache entries by address (``CacheEntry.to_text``)."""
     replaced: dict[str, str] = dataclasses.field(default_factory=dict)
     """Entries moved to the history before being replaced, by address."""
     released: list[str] = dataclasses.field(default_factory=list)
@@ -96,21 +159,22 @@ class DiskStore:
 
     # step cache -----------------------------------------------------------------------
 
-    def get_entries(self, addresses: Iterable[str]) -> dict[str, dict[str, Any]]:
+    def get_entries(self, addresses: Iterable[str]) -> dict[str, CacheEntry]:
         """The cache entries that exist among ``addresses``, read in one transaction."""
-        out: dict[str, dict[str, Any]] = {}
+        out: dict[str, CacheEntry] = {}
         get = self.cache.get
+        parse = CacheEntry.from_text
         with self.cache.transact():
             for address in addresses:
                 text = get("e|" + address)
                 if text is not None:
-                    out[address] = json.loads(text)
+                    out[address] = parse(text)
         return out
 
-    def get_entry(self, address: str) -> dict[str, Any] | None:
+    def get_entry(self, address: str) -> CacheEntry | None:
         """The cache entry at one address, if any."""
         text = self.cache.get("e|" + address)
-        return None if text is None else json.loads(text)
+        return None if text is None else CacheEntry.from_text(text)
 
     def history(self, address: str) -> list[dict[str, Any]]:
         """Entries that replaced ones at ``address`` pushed out, oldest first."""
@@ -135,18 +199,18 @@ class DiskStore:
                 raise KeyError(msg) from None
             current = self.cache.get("e|" + address)
             if current is not None:
-                history.append(json.loads(current))
+                history.append(CacheEntry.from_text(current).as_dict())
             self.cache.set("h|" + address, json.dumps(history))
-            self.cache.set("e|" + address, json.dumps(entry))
+            self.cache.set("e|" + address, CacheEntry.from_dict(entry).to_text())
         return entry
 
-    def iter_entries(self) -> Iterator[tuple[str, dict[str, Any]]]:
+    def iter_entries(self) -> Iterator[tuple[str, CacheEntry]]:
         """Every cache entry, with its address."""
         for key in self.cache.iterkeys():
             if isinstance(key, str) and key.startswith("e|"):
                 text = self.cache.get(key)
                 if text is not None:
-                    yield key[2:], json.loads(text)
+                    yield key[2:], CacheEntry.from_text(text)
 
     # claims ---------------------------------------------------------------------------
 
@@ -282,7 +346,7 @@ class DiskStore:
             for address, old in batch.replaced.items():
                 text = cache.get("h|" + address)
                 history = [] if text is None else json.loads(text)
-                history.append(json.loads(old))
+                history.append(CacheEntry.from_text(old).as_dict())
                 cache.set("h|" + address, json.dumps(history))
             for address, text in batch.entries.items():
                 cache.set("e|" + address, text)
