@@ -21,7 +21,8 @@ from fxtr.experiment._engine import Node, Run
 from fxtr.experiment._entity import BoundID, Entity
 from fxtr.experiment._handle import make_handle
 from fxtr.experiment._records import Invocation, WorkflowRun
-from fxtr.experiment._types import bound_target, is_entity_type
+from fxtr.experiment._types import bound_target, check_value, is_entity_type, type_name
+from fxtr.experiment.errors import SignatureError
 from fxtr.store import DiskStore, open_store
 
 JobStatus = Literal["succeeded", "failed", "needs_review"]
@@ -127,6 +128,20 @@ def _root_kwargs(wf: WorkflowDefinition[..., Any], inputs: Mapping[str, Any], ru
     for b in bindings:
         b.node.producer = f"input {b.param.name!r}"
         b.node.label = f"input:{b.param.name}:{b.node.label}"
+        if b.node.value_type is Any:
+            # an Array built without value_type: check its values against the parameter
+            array = b.node.future.result().array
+            assert array is not None
+            bad = [(k, v) for k, v in array.items() if not check_value(v, b.param.value_type)]
+            if bad:
+                key, value = bad[0]
+                msg = (
+                    f"Launching workflow {wf.name!r}: input {b.param.name!r} should hold "
+                    f"{type_name(b.param.value_type)} values, but {len(bad)} do not; first at "
+                    f"{key!r}: {type(value).__name__} {value!r:.60}."
+                )
+                raise SignatureError(msg)
+            b.node.value_type = b.param.value_type
     return {**{b.param.name: make_handle(b.node) for b in bindings}, **concrete}
 
 

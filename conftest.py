@@ -1,0 +1,3 @@
+"""Root conftest: pytester for the plugin's own tests."""
+
+pytest_plugins = ["pytester"]
