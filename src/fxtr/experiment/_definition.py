@@ -21,7 +21,8 @@ _WORKFLOWS: dict[str, WorkflowDefinition[..., Any]] = {}
 def _normalized_source_hash(fn: Callable[..., Any]) -> str:
     """Hash of the function's syntax tree without docstring and decorators.
 
-    Comments, blank lines and formatting do not change it; any change of code does.
+    Comments, blank lines, formatting and the Python function name do not change it; any
+    change of code does.
     """
     try:
         source = textwrap.dedent(inspect.getsource(fn))
@@ -29,6 +30,7 @@ def _normalized_source_hash(fn: Callable[..., Any]) -> str:
         node = tree.body[0]
         if isinstance(node, (ast.AsyncFunctionDef, ast.FunctionDef)):
             node.decorator_list = []
+            node.name = "_"  # the step's identity is its name=, not the Python name
             body = node.body
             if (
                 body

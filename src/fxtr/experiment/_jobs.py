@@ -312,6 +312,32 @@ async def resume(
     )
 
 
+async def verify(
+    job_id: str,
+    *,
+    store: str | os.PathLike[str] | DiskStore = ".fxtr",
+    workflow: WorkflowDefinition[..., Any] | None = None,
+) -> None:
+    """Replay a recorded job's last attempt against its record, executing nothing.
+
+    Use it to check that today's workflow code still makes the decisions the record holds.
+
+    Raises:
+        KeyError: the store has no such job.
+        DeterminismError: the replay differs from the record (with a diff).
+    """
+    st = _open(store)
+    record = st.get_job(job_id)
+    wf = workflow or find_workflow(record["workflow_path"])
+    inputs = {k: decode_text(v) for k, v in record.get("inputs", {}).items()}
+    attempt = len(record["attempts"])
+    ops = st.get_ops(job_id, attempt) or {}
+    prior = {a: Invocation.from_json(r) for a, r in st.job_invocations(job_id).items()}
+    replay = Run(store=st, job_id=job_id, attempt=attempt, mode="verify", prior=prior,
+                 expected_ops=ops)
+    await replay.drive(replay.run_body(wf, wf.name, _root_kwargs(wf, inputs, replay)))
+
+
 def run(workflow: WorkflowDefinition[..., Any], inputs: Mapping[str, Any] | None = None, **options: Any) -> JobResult:
     """``launch`` for synchronous code; works whether or not an event loop is running here."""
     try:

@@ -1,0 +1,237 @@
+"""The step cache: hit, miss, conflicts, code drift, version bumps, history, claims."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from fxtr import ScalarHandle, StepContext, WorkflowContext, run, step, workflow
+from fxtr.store import open_store
+from tests import examples
+from tests.examples import evaluate, qa_inputs
+
+
+@pytest.fixture(autouse=True)
+def _reset_examples():
+    examples.CALLS.clear()
+    examples.FAIL.clear()
+
+
+def test_rerun_is_served_from_the_cache_and_runs_nothing():
+    """Same address, same fingerprint: nothing runs; every invocation is from_cache."""
+    first = run(evaluate, qa_inputs())
+    examples.CALLS.clear()
+    second = run(evaluate, qa_inputs())
+    assert examples.CALLS == []
+    assert second.job_id != first.job_id
+    assert second.status == "succeeded"
+    assert all(inv.from_cache for inv in second.invocations)
+    assert second.output == first.output
+
+
+def test_new_keys_run_and_old_ones_are_reused():
+    """A new prompt runs its own line of work; the per-model means, whose input grew, conflict."""
+    run(evaluate, qa_inputs())
+    examples.CALLS.clear()
+    three = {"p1": "what is two plus two", "p2": "capital of france", "p3": "new"}
+    result = run(evaluate, qa_inputs(three))
+    assert sorted(examples.CALLS) == sorted([
+        "qa.evaluate/answer[model=a,prompt=p3]", "qa.evaluate/answer[model=b,prompt=p3]",
+        "qa.evaluate/score[model=a,prompt=p3]", "qa.evaluate/score[model=b,prompt=p3]",
+    ])
+    assert result.status == "needs_review"
+    assert {c.address for c in result.conflicts} == {
+        "qa.evaluate/summarize[model=a]/mean", "qa.evaluate/summarize[model=b]/mean",
+    }
+    assert all(c.conflict["inputs"] == ["scores"] for c in result.conflicts)
+    examples.CALLS.clear()
+    result = run(evaluate, qa_inputs(three), conflict="overwrite")
+    assert sorted(examples.CALLS) == [
+        "qa.evaluate/summarize[model=a]/mean", "qa.evaluate/summarize[model=b]/mean",
+    ]
+    assert result.status == "succeeded"
+
+
+def test_changed_input_needs_review_by_default():
+    """A changed input at a cached address is not run; the job ends needs_review."""
+    run(evaluate, qa_inputs())
+    examples.CALLS.clear()
+    changed = qa_inputs({"p1": "what is two plus two", "p2": "capital of italy"})
+    result = run(evaluate, changed)
+    assert result.status == "needs_review"
+    assert result.output is None
+    review = result.invocation("qa.evaluate/answer[model=a,prompt=p2]")
+    assert review.status == "needs_review"
+    assert review.conflict["inputs"] == ["question"]
+    assert not review.conflict["source"]
+    assert "input(s) question changed" in review.error
+    assert "--fxtr-cache-conflict=overwrite" in review.error
+    assert result.invocation("qa.evaluate/score[model=a,prompt=p2]").status == "skipped"
+    assert len(result.conflicts) == 2
+    assert not any("p2" in c for c in examples.CALLS)
+
+
+def test_overwrite_reruns_and_keeps_history_that_can_be_restored():
+    """Overwrite replaces the entry; the old one goes to the history and can come back."""
+    run(evaluate, qa_inputs())
+    store = open_store(".fxtr")
+    address = "qa.evaluate/answer[model=a,prompt=p2]"
+    old = store.get_entry(address)
+    result = run(evaluate, qa_inputs({"p1": "what is two plus two", "p2": "capital of italy"}),
+                 conflict="overwrite")
+    assert result.status == "succeeded"
+    assert address in examples.CALLS
+    new = store.get_entry(address)
+    assert new.fingerprint != old.fingerprint
+    history = store.history(address)
+    assert [h["fingerprint"] for h in history] == [old.fingerprint]
+    store.restore(address)
+    assert store.get_entry(address).fingerprint == old.fingerprint
+    assert [h["fingerprint"] for h in store.history(address)] == [new.fingerprint]
+    examples.CALLS.clear()
+    again = run(evaluate, qa_inputs())
+    assert again.invocation(address).from_cache
+    assert address not in examples.CALLS
+
+
+def test_bad_conflict_policy_lists_the_valid_ones():
+    """An unknown policy is a ValueError naming the choices."""
+    with pytest.raises(ValueError, match="'keep' is not a valid conflict policy. Valid policies: review, overwrite"):
+        run(evaluate, qa_inputs(), conflict="keep")
+
+
+def _drift_workflow(step_def):
+    @workflow(name="t.drift")
+    async def wf(context: WorkflowContext, x: ScalarHandle[int]) -> ScalarHandle[int]:
+        return context.run_step("s", step_def, {"x": x})
+
+    return wf
+
+
+@step(name="t.drifting")
+async def drifting_v1(context: StepContext, x: int) -> int:
+    return x + 1
+
+
+@step(name="t.drifting")
+async def drifting_v2(context: StepContext, x: int) -> int:
+    return x + 2
+
+
+@step(name="t.drifting")
+async def drifting_v1_reformatted(context: StepContext, x: int) -> int:
+    """A docstring and a comment do not change the code."""
+    # comment
+    return (x
+            + 1)
+
+
+@step(name="t.drifting", version="2")
+async def drifting_v3(context: StepContext, x: int) -> int:
+    return x + 3
+
+
+def test_code_drift_goes_through_review():
+    """A step whose source changed while its inputs did not needs review."""
+    run(_drift_workflow(drifting_v1), {"x": 1})
+    result = run(_drift_workflow(drifting_v2), {"x": 1})
+    assert result.status == "needs_review"
+    inv = result.invocations[0]
+    assert inv.conflict["source"] is True and inv.conflict["inputs"] == []
+    assert "code drift" in inv.error
+
+
+def test_formatting_comments_and_docstrings_are_not_drift():
+    """The normalized source ignores layout, comments and the docstring."""
+    assert drifting_v1.source_hash == drifting_v1_reformatted.source_hash
+    run(_drift_workflow(drifting_v1), {"x": 1})
+    result = run(_drift_workflow(drifting_v1_reformatted), {"x": 1})
+    assert result.status == "succeeded" and result.invocations[0].from_cache
+
+
+def test_version_bump_reruns_without_review_and_keeps_history():
+    """A changed version= recomputes on purpose; the old entry goes to the history."""
+    run(_drift_workflow(drifting_v1), {"x": 1})
+    result = run(_drift_workflow(drifting_v3), {"x": 1})
+    assert result.status == "succeeded"
+    assert result.output.item() == 4
+    address = "t.drift/s"
+    assert len(open_store(".fxtr").history(address)) == 1
+
+
+RACE_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, os, sys, time
+    from fxtr import ScalarHandle, StepContext, WorkflowContext, run, step, workflow
+
+    @step(name="race.slow")
+    async def slow(context: StepContext, x: int) -> int:
+        with open(sys.argv[1], "a") as f:
+            f.write(f"{os.getpid()}\\n")
+        await asyncio.sleep(0.6)
+        return x * 2
+
+    @workflow(name="race.wf")
+    async def wf(context: WorkflowContext, x: ScalarHandle[int]) -> ScalarHandle[int]:
+        return context.run_step("s", slow, {"x": x})
+
+    while time.time() < float(sys.argv[2]):
+        time.sleep(0.005)
+    result = run(wf, {"x": 21}, store=sys.argv[3])
+    print(result.status, result.output.item(), result.invocations[0].from_cache)
+    """
+)
+
+
+def test_two_processes_reaching_one_address_run_it_once(tmp_path):
+    """Two processes launched at once on the same address run the step once."""
+    import time
+
+    script = tmp_path / "race.py"
+    script.write_text(RACE_SCRIPT)
+    runs = tmp_path / "runs.txt"
+    start = str(time.time() + 1.5)
+    procs = [
+        subprocess.Popen([sys.executable, str(script), str(runs), start, str(tmp_path / "store")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=60) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    lines = sorted(o[0].split() for o in outs)
+    assert [line[:2] for line in lines] == [["succeeded", "42"], ["succeeded", "42"]]
+    assert sorted(line[2] for line in lines) == ["False", "True"]
+    assert len(runs.read_text().splitlines()) == 1
+
+
+def test_claim_of_a_dead_holder_is_taken_over(tmp_path):
+    """A claim left by a process that is gone does not block the next run."""
+    store = open_store(tmp_path / "s")
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    pid = int(dead.stdout)
+    store.cache.set("c|t.drift/s", json.dumps({"holder": "gone", "host": __import__("socket").gethostname(), "pid": pid}), expire=300)
+    result = run(_drift_workflow(drifting_v1), {"x": 1}, store=store)
+    assert result.status == "succeeded"
+
+
+def test_expired_lease_is_taken_over(tmp_path):
+    """A claim whose lease expired is free."""
+    store = open_store(tmp_path / "s")
+    store.cache.set("c|a", json.dumps({"holder": "other", "host": "elsewhere", "pid": 1}), expire=0.01)
+    import time
+
+    time.sleep(0.05)
+    assert store.claim(["a"], "me", 10) == {"a": None}
+    assert store.claim(["a"], "third", 10) == {"a": "me"}
+
+
+def test_store_is_created_where_asked(tmp_path):
+    """The default store is .fxtr in the working directory."""
+    run(_drift_workflow(drifting_v1), {"x": 1})
+    assert Path(".fxtr/cache").is_dir()
