@@ -6,6 +6,7 @@ Prints ratios measured in the same run (machines are noisy; compare ratios, not 
 - cold run (verify off) / hand-written asyncio + sha256 fingerprint + diskcache set per result
 - fully cached rerun (verify off) / 10,000 diskcache gets
 - verification: cold run with verify on / cold run with verify off
+- hermeticity notices: cold run with them on / off
 """
 
 from __future__ import annotations
@@ -83,6 +84,9 @@ def main() -> None:
     cached = timed(lambda: asyncio.run(launch(grid, inputs, store=f"{tmp}/a", verify=False)))
     cached_verify = timed(lambda: asyncio.run(launch(grid, inputs, store=f"{tmp}/a")))
     cold_verify = timed(lambda: asyncio.run(launch(grid, inputs, store=f"{tmp}/b")))
+    cold_open = timed(
+        lambda: asyncio.run(launch(grid, inputs, store=f"{tmp}/c", verify=False, hermetic=False))
+    )
     shutil.rmtree(tmp, ignore_errors=True)
     steps = n * n
     print(f"{steps} invocations of a trivial step")
@@ -95,6 +99,8 @@ def main() -> None:
     print(f"fxtr cached (verify on)    {cached_verify:8.3f} s   {cached_verify / base_gets:5.2f} x gets")
     print(f"fxtr cold (verify on)      {cold_verify:8.3f} s   verification adds "
           f"{(cold_verify / cold - 1) * 100:5.1f} %")
+    print(f"fxtr cold (hermetic off)   {cold_open:8.3f} s   hermeticity watch costs "
+          f"{(cold / cold_open - 1) * 100:5.1f} %")
 
 
 if __name__ == "__main__":

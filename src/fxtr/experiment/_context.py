@@ -7,6 +7,7 @@ import logging
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from fxtr.experiment import _hermetic as hermetic
 from fxtr.experiment._array import Array, align_keys
 from fxtr.experiment._engine import Node, Value, format_key
 from fxtr.experiment._entity import BoundID, Entity
@@ -272,7 +273,9 @@ class StepContext:
 
     async def _enter(self, body: Awaitable[R]) -> R:
         token = current_invocation.set(self._invocation)
+        watch = hermetic.watching.set(self._invocation.warnings if self._run.hermetic else None)
         try:
             return await body
         finally:
+            hermetic.watching.reset(watch)
             current_invocation.reset(token)

@@ -11,6 +11,7 @@ Every outcome goes to ``Run.invocations`` and, batched per event-loop turn, to t
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import itertools
 import json
@@ -22,6 +23,7 @@ import typing
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
+from fxtr.experiment import _hermetic as hermetic
 from fxtr.experiment._array import Array, align_keys
 from fxtr.experiment._encoding import (
     EncodingError,
@@ -187,8 +189,11 @@ class Run:
         holder: str = "",
         lease: float = 30.0,
         executor: Any = None,
+        hermetic: bool = True,
     ) -> None:
         self.store = store
+        self.hermetic = hermetic
+        """Watch bodies for files and environment variables they touch."""
         self.job_id = job_id
         self.attempt = attempt
         self.mode = mode
@@ -215,7 +220,9 @@ class Run:
     # tasks ----------------------------------------------------------------------------
 
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
-        task = asyncio.get_running_loop().create_task(coro)
+        context = contextvars.copy_context()
+        context.run(hermetic.watching.set, None)  # engine work is not the body's
+        task = asyncio.get_running_loop().create_task(coro, context=context)
         self.pending.add(task)
         task.add_done_callback(self._task_done)
         return task
@@ -590,6 +597,7 @@ class Run:
         record = WorkflowRun(address, wf.name, started_at=time.time())
         self.workflows[address] = record
         ctx = WorkflowContext(self, record)
+        token = hermetic.watching.set(record.warnings if self.hermetic else None)
         try:
             result = await wf.fn(ctx, **kwargs)
         except UpstreamFailedError as exc:
@@ -602,6 +610,8 @@ class Run:
             record.error = f"{type(exc).__name__}: {exc}"
             record.ended_at = time.time()
             raise
+        finally:
+            hermetic.watching.reset(token)
         record.ended_at = time.time()
         self.check_ops_complete(record)
         expected = wf.signature.result

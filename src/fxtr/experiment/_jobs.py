@@ -20,6 +20,7 @@ from fxtr.experiment._encoding import decode_text, encode_text, fingerprint_text
 from fxtr.experiment._engine import Node, Run
 from fxtr.experiment._entity import BoundID, Entity
 from fxtr.experiment._handle import make_handle
+from fxtr.experiment._hermetic import install as install_hermetic
 from fxtr.experiment._records import Invocation, WorkflowRun
 from fxtr.experiment._types import bound_target, check_value, is_entity_type, type_name
 from fxtr.experiment.errors import SignatureError
@@ -167,14 +168,17 @@ async def _attempt(
     concurrency: int,
     executor: Any,
     on_invocation: Any,
+    hermetic: bool = True,
 ) -> JobResult:
+    if hermetic:
+        install_hermetic()
     attempt = len(record["attempts"]) + 1
     job_id = record["job_id"]
     info: dict[str, Any] = {"attempt": attempt, "started_at": time.time(), "status": "running"}
     record["attempts"].append(info)
     run = Run(
         store=store, job_id=job_id, attempt=attempt, conflict=conflict, concurrency=concurrency,
-        prior=prior, expected_ops=prior_ops, executor=executor,
+        prior=prior, expected_ops=prior_ops, executor=executor, hermetic=hermetic,
         holder=f"{socket.gethostname()}:{os.getpid()}:{job_id}:{attempt}:{uuid.uuid4().hex[:6]}",
     )
     run.on_invocation = on_invocation
@@ -191,6 +195,7 @@ async def _attempt(
             replay = Run(
                 store=store, job_id=job_id, attempt=attempt, mode="verify",
                 prior=run.invocations, expected_ops=run.ops, concurrency=concurrency,
+                hermetic=False,
             )
             replay.entities = run.entities
             await replay.drive(replay.run_body(wf, wf.name, _root_kwargs(wf, prepared, replay)))
@@ -233,6 +238,7 @@ async def launch(
     job_id: str | None = None,
     executor: Any = None,
     on_invocation: Any = None,
+    hermetic: bool = True,
 ) -> JobResult:
     """Run a job: one root workflow over its inputs.
 
@@ -249,6 +255,8 @@ async def launch(
         job_id: an id for the job (default: a new random one).
         executor: where steps run (default: this event loop).
         on_invocation: called with each invocation record as it ends.
+        hermetic: note files and environment variables that bodies touch, as warnings on
+            their records.
 
     Returns:
         The attempt's ``JobResult``; failures of steps are in it, not raised.
@@ -277,6 +285,7 @@ async def launch(
     return await _attempt(
         st, workflow, record, dict(inputs or {}), prior={}, prior_ops=None, conflict=conflict,
         verify=verify, concurrency=concurrency, executor=executor, on_invocation=on_invocation,
+        hermetic=hermetic,
     )
 
 
@@ -290,6 +299,7 @@ async def resume(
     workflow: WorkflowDefinition[..., Any] | None = None,
     executor: Any = None,
     on_invocation: Any = None,
+    hermetic: bool = True,
 ) -> JobResult:
     """Start the next attempt of a job: only failed, skipped or never-run invocations run.
 
@@ -309,6 +319,7 @@ async def resume(
     return await _attempt(
         st, wf, record, inputs, prior=prior, prior_ops=prior_ops, conflict=conflict,
         verify=verify, concurrency=concurrency, executor=executor, on_invocation=on_invocation,
+        hermetic=hermetic,
     )
 
 

@@ -98,3 +98,5 @@ class WorkflowRun:
     started_at: float | None = None
     ended_at: float | None = None
     logs: list[str] = dataclasses.field(default_factory=list)
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    """Hermeticity notices from the body (files read, environment consulted)."""

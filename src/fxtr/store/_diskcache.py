@@ -148,6 +148,9 @@ class DiskStore:
             tag_index=False,
         )
         self.closed = False
+        from fxtr.experiment._hermetic import register_store
+
+        register_store(self.path)
 
     def close(self) -> None:
         """Close the underlying SQLite connections."""
