@@ -45,6 +45,8 @@ class JobResult:
     workflows: list[WorkflowRun] = dataclasses.field(repr=False)
     """One record per workflow invocation (the root first)."""
     store: DiskStore = dataclasses.field(repr=False)
+    ops: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict, repr=False)
+    """The operations each workflow invocation scheduled, by workflow address."""
 
     @property
     def conflicts(self) -> list[Invocation]:
@@ -224,6 +226,7 @@ async def _attempt(
         invocations=list(run.invocations.values()),
         workflows=list(run.workflows.values()),
         store=store,
+        ops=run.ops,
     )
 
 

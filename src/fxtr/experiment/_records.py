@@ -45,6 +45,8 @@ class Invocation:
     calls: int = 0
     cost_by_model: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     """Model calls made inside the step, per model: calls, tokens and dollars."""
+    model_calls: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Each model call made inside the step: model, status, tokens, cost, times, reason."""
 
     @property
     def duration(self) -> float | None:

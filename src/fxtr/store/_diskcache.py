@@ -12,6 +12,7 @@ Keys (all ``str``, values JSON text):
   ``s|JOB``: the number of chunks; ``o|JOB|ATTEMPT``: the operations each workflow
   invocation scheduled; ``g|JOB|ATTEMPT``: the execution graph of an attempt.
 - ``l|KEY``: the last job launched for a key (the plugin's per-eval resume pointer).
+- ``tc|TASK`` and ``tn|TASK|SEQ``: a ``fxtr.tracing.Client`` task graph, node by node.
 """
 
 from __future__ import annotations
@@ -330,6 +331,25 @@ class DiskStore:
         """An attempt's execution graph, if recorded."""
         text = self.cache.get(f"g|{job_id}|{attempt}")
         return None if text is None else json.loads(text)
+
+    def next_trace_seq(self, task_id: str) -> int:
+        """A new position in a task graph's node list."""
+        return int(self.cache.incr("tc|" + task_id)) - 1
+
+    def put_trace_node(self, task_id: str, seq: int, node: dict[str, Any]) -> None:
+        """Write (or rewrite) one node of a task graph."""
+        self.cache.set(f"tn|{task_id}|{seq}", json.dumps(node))
+
+    def get_trace_nodes(self, task_id: str) -> list[dict[str, Any]]:
+        """A task graph's nodes in creation order (empty when the store lacks the task)."""
+        count = self.cache.get("tc|" + task_id, 0)
+        nodes = []
+        with self.cache.transact():
+            for seq in range(count):
+                text = self.cache.get(f"tn|{task_id}|{seq}")
+                if text is not None:
+                    nodes.append(json.loads(text))
+        return nodes
 
     def set_last_job(self, key: str, job_id: str) -> None:
         """Remember the last job launched for a key."""

@@ -1,0 +1,231 @@
+"""The model API base over httpx, failures from responses, and ``generate_with_retries``."""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import os
+import random
+import re
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
+
+import httpx
+
+from fxtr.models._prices import cost_of
+from fxtr.models._types import (
+    ModelCallError,
+    ModelCallFailure,
+    ModelRequest,
+    ModelResponse,
+    RetryConfig,
+    Usage,
+)
+from fxtr.tracing._classify import category_from_http
+
+DEFAULT_FAILURE_CATEGORIES_TO_RETRY: frozenset[str] = frozenset(
+    {"rate_limit", "overloaded", "server_error", "timeout", "connection"}
+)
+"""Categories a later attempt may not hit; quota, billing, refusals and bad requests are final."""
+
+_KEY_LIKE = re.compile(r"(sk-(ant-)?[A-Za-z0-9_\-\*]{6,}|Bearer\s+\S+)")
+
+
+def redact(text: str, secret: str | None) -> str:
+    """Remove an API key (and anything shaped like one) from text that may be shown."""
+    if secret:
+        text = text.replace(secret, "[redacted]")
+    return _KEY_LIKE.sub("[redacted]", text)
+
+
+def retry_after_seconds(headers: httpx.Headers) -> float | None:
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date)."""
+    ms = headers.get("retry-after-ms")
+    if ms:
+        try:
+            return max(0.0, float(ms) / 1000)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_to_datetime(value) if value else None
+        if parsed is None:
+            return None
+        return max(0.0, parsed.timestamp() - time.time())
+
+
+class ModelAPI:
+    """A model behind an HTTP API: one shared ``httpx.AsyncClient``, a concurrency limit.
+
+    Subclasses build the provider's request body and read its response; this class sends it,
+    turns HTTP and transport failures into ``ModelCallError`` with a ``ModelCallFailure``,
+    prices the usage, and reports the call to the execution graph.
+    """
+
+    provider: ClassVar[str] = "http"
+    env_key: ClassVar[str | None] = None
+    default_base_url: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        model_name: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 600.0,
+        max_concurrency: int = 64,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        self.model_name = model_name
+        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        self.__api_key = api_key if api_key is not None else (
+            os.environ.get(self.env_key) if self.env_key else None
+        )
+        self._client = http_client or httpx.AsyncClient(timeout=timeout)
+        self._owns_client = http_client is None
+        self._limit = asyncio.Semaphore(max_concurrency)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.model_name!r}, base_url={self.base_url!r})"
+
+    @property
+    def _api_key(self) -> str | None:
+        return self.__api_key
+
+    def _headers(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def _path(self) -> str:
+        raise NotImplementedError
+
+    def _body(self, request: ModelRequest) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def _parse(self, data: dict[str, Any]) -> ModelResponse:
+        raise NotImplementedError
+
+    def _fail(self, category: str, description: str, status: int | None = None,
+              retry_after: float | None = None) -> ModelCallError:
+        return ModelCallError(
+            ModelCallFailure(
+                category=category,
+                description=redact(description, self.__api_key),
+                status_code=status,
+                retry_after=retry_after,
+            )
+        )
+
+    async def generate(self, request: ModelRequest) -> ModelResponse:
+        """Send one request; no retries.
+
+        Raises:
+            ModelCallError: the provider refused, failed, or could not be reached; its
+                ``failure`` says the category.
+        """
+        from fxtr.tracing._recorder import model_call
+
+        async with model_call(self.model_name, request) as call:
+            response = await self._send(request)
+            call.response = response
+            return response
+
+    async def _send(self, request: ModelRequest) -> ModelResponse:
+        body = self._body(request)
+        url = self.base_url + self._path()
+        async with self._limit:
+            try:
+                http = await self._client.post(url, json=body, headers=self._headers())
+            except httpx.TimeoutException as exc:
+                raise self._fail("timeout", f"{type(exc).__name__}: {exc}") from None
+            except httpx.TransportError as exc:
+                raise self._fail("connection", f"{type(exc).__name__}: {exc}") from None
+        try:
+            data = http.json()
+        except ValueError:
+            data = http.text
+        if http.status_code >= 400:
+            category = category_from_http(http.status_code, data)
+            raise self._fail(
+                category,
+                f"HTTP {http.status_code}: {_message(data)}",
+                http.status_code,
+                retry_after_seconds(http.headers),
+            )
+        if not isinstance(data, dict):
+            raise self._fail("server_error", f"HTTP {http.status_code} with a body that is not JSON")
+        response = self._parse(data)
+        cost = cost_of(self.model_name, response.usage)
+        return ModelResponse(
+            output=response.output, usage=response.usage, cost=cost,
+            stop_reason=response.stop_reason, model=response.model or self.model_name,
+        )
+
+    async def aclose(self) -> None:
+        """Close the HTTP client this API opened."""
+        if self._owns_client:
+            await self._client.aclose()
+
+
+def _message(data: Any) -> str:
+    if isinstance(data, dict):
+        err = data.get("error", data)
+        if isinstance(err, dict):
+            parts = [str(err.get(k)) for k in ("type", "code") if err.get(k)]
+            message = err.get("message") or json.dumps(err)[:300]
+            return f"{' / '.join(parts)}: {message}" if parts else str(message)
+        return str(err)[:300]
+    return str(data)[:300]
+
+
+async def generate_with_retries(
+    api: Any,
+    request: ModelRequest,
+    retry: RetryConfig | None = None,
+    failure_categories_to_retry: frozenset[str] | set[str] = DEFAULT_FAILURE_CATEGORIES_TO_RETRY,
+    *,
+    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
+    rng: Callable[[], float] = random.random,
+) -> ModelResponse | ModelCallFailure:
+    """Call a model, retrying the categories a later attempt may not hit.
+
+    Waits ``Retry-After`` when the provider says it, else an exponential backoff with jitter,
+    within ``retry.total_budget`` seconds.
+
+    Returns:
+        The response, or the last ``ModelCallFailure`` when it gives up. It never raises
+        for a provider error.
+    """
+    retry = retry or RetryConfig()
+    start = clock()
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            return await api.generate(request)
+        except ModelCallError as exc:
+            failure = exc.failure
+        if failure.category not in failure_categories_to_retry or attempt >= retry.max_attempts:
+            return failure
+        delay = failure.retry_after
+        if delay is None:
+            delay = min(retry.max_delay, retry.initial_delay * 2 ** (attempt - 1))
+            delay += delay * retry.jitter * rng()
+        if retry.total_budget is not None and clock() - start + delay > retry.total_budget:
+            return failure
+        await sleep(delay)
+
+
+def usage_of(input_tokens: Any, output_tokens: Any, cached: Any = 0) -> Usage:
+    """A ``Usage`` from provider numbers that may be missing."""
+    return Usage(
+        input_tokens=int(input_tokens or 0),
+        output_tokens=int(output_tokens or 0),
+        cached_input_tokens=int(cached or 0),
+    )
