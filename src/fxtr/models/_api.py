@@ -60,6 +60,28 @@ def retry_after_seconds(headers: httpx.Headers) -> float | None:
         return max(0.0, parsed.timestamp() - time.time())
 
 
+class Secret:
+    """A credential that never shows itself in a repr, a log line or a traceback's locals."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: str | None) -> None:
+        self._value = value
+
+    def get(self) -> str | None:
+        """The credential itself, for the request header only."""
+        return self._value
+
+    def __repr__(self) -> str:
+        return "Secret('[redacted]')" if self._value else "Secret(None)"
+
+    __str__ = __repr__
+
+    def __reduce__(self) -> Any:
+        msg = "A Secret cannot be pickled; credentials stay in the environment."
+        raise TypeError(msg)
+
+
 class ModelAPI:
     """A model behind an HTTP API: one shared ``httpx.AsyncClient``, a concurrency limit.
 
@@ -84,8 +106,10 @@ class ModelAPI:
     ) -> None:
         self.model_name = model_name
         self.base_url = (base_url or self.default_base_url).rstrip("/")
-        self.__api_key = api_key if api_key is not None else (
-            os.environ.get(self.env_key) if self.env_key else None
+        self._secret = Secret(
+            api_key if api_key is not None else (
+                os.environ.get(self.env_key) if self.env_key else None
+            )
         )
         self._client = http_client or httpx.AsyncClient(timeout=timeout)
         self._owns_client = http_client is None
@@ -96,7 +120,7 @@ class ModelAPI:
 
     @property
     def _api_key(self) -> str | None:
-        return self.__api_key
+        return self._secret.get()
 
     def _headers(self) -> dict[str, str]:
         raise NotImplementedError
@@ -115,7 +139,7 @@ class ModelAPI:
         return ModelCallError(
             ModelCallFailure(
                 category=category,
-                description=redact(description, self.__api_key),
+                description=redact(description, self._secret.get()),
                 status_code=status,
                 retry_after=retry_after,
             )

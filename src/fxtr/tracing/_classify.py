@@ -34,8 +34,10 @@ REASON_OF_CATEGORY: dict[str, str] = {
 SIGNAL_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # asking for more output than the model can give is not a context overflow
     ("output_limit", re.compile(
-        r"max_tokens.{0,40}(too large|exceeds|greater than|>|maximum allowed)|"
-        r"maximum (allowed )?number of (output|completion) tokens|max_output_tokens"
+        r"max_(completion_|output_)?tokens.{0,60}(too large|exceeds|greater than|>|"
+        r"maximum allowed|not valid|above maximum)|"
+        r"maximum (allowed )?number of (output|completion) tokens|"
+        r"supports at most \d+ (output|completion) tokens"
     )),
     ("context_overflow", re.compile(
         r"context_length_exceeded|context length|context window|prompt is too long|"
@@ -48,14 +50,14 @@ SIGNAL_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         r"responsibleaipolicyviolation|moderation|flagged|safety system|"
         r"violat\w* (our|the) (usage|content) polic"
     )),
-    ("billing", re.compile(
-        r"credit balance|billing|payment required|insufficient[_ ]funds|"
-        r"budget has been exceeded|budget_exceeded|exceeded budget|spend limit|"
-        r"purchase (more )?credits|plans? (and|&) billing"
-    )),
     ("quota", re.compile(
         r"insufficient_quota|exceeded your current quota|quota exceeded|quota_exceeded|"
         r"servicequotaexceeded|resource_exhausted|resource has been exhausted|out of quota"
+    )),
+    ("billing", re.compile(
+        r"credit balance|billing|payment required|insufficient[_ ]funds|"
+        r"budget has been exceeded|budget_exceeded|exceeded ?budget|over budget|spend limit|"
+        r"purchase (more )?credits|plans? (and|&) billing"
     )),
     ("rate_limit", re.compile(r"rate_limit_exceeded|rate_limit_error|throttlingexception|too_many_requests")),
     ("overloaded", re.compile(r"overloaded_error|overloaded|server is busy|capacity")),

@@ -1,0 +1,369 @@
+"""Model clients over httpx (tested with respx), the mock, retries, prices and secrets."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated
+
+import anyio
+import httpx
+import pytest
+import respx
+
+from fxtr import Array, ArrayHandle, BoundID, Entity, StepContext, WorkflowContext, run, step, workflow
+from fxtr.experiment._encoding import encode_text
+from fxtr.models import (
+    DEFAULT_FAILURE_CATEGORIES_TO_RETRY,
+    AnthropicMessagesAPI,
+    ContentText,
+    MockModelAPI,
+    ModelCallError,
+    ModelCallFailure,
+    ModelRequest,
+    ModelResponse,
+    OpenAIChatAPI,
+    OpenAIResponsesAPI,
+    RetryConfig,
+    Sampling,
+    SystemMessage,
+    ToolCall,
+    UnknownPriceWarning,
+    Usage,
+    UserMessage,
+    cost_of,
+    generate_with_retries,
+    set_price,
+)
+
+KEY = "sk-proj-SECRETSECRETSECRET1234"
+REQUEST = ModelRequest(
+    context=(SystemMessage(content=(ContentText(text="be brief"),)),
+             UserMessage(content=(ContentText(text="capital of France?"),))),
+    sampling=Sampling(temperature=0.0, max_tokens=50),
+)
+
+CHAT_OK = {
+    "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-mini-2024-07-18",
+    "choices": [{"index": 0, "finish_reason": "stop",
+                 "message": {"role": "assistant", "content": "Paris.", "refusal": None}}],
+    "usage": {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200,
+              "prompt_tokens_details": {"cached_tokens": 400}},
+}
+RESPONSES_OK = {
+    "id": "resp_1", "object": "response", "status": "completed", "model": "gpt-4o-2024-08-06",
+    "output": [{"type": "message", "role": "assistant",
+                "content": [{"type": "output_text", "text": "Paris.", "annotations": []}]},
+               {"type": "function_call", "call_id": "call_1", "name": "lookup",
+                "arguments": "{\"city\": \"Paris\"}"}],
+    "usage": {"input_tokens": 100, "output_tokens": 10, "input_tokens_details": {"cached_tokens": 0}},
+}
+ANTHROPIC_OK = {
+    "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5-20250929",
+    "content": [{"type": "text", "text": "Paris."},
+                {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"city": "Paris"}}],
+    "stop_reason": "tool_use",
+    "usage": {"input_tokens": 50, "output_tokens": 20, "cache_read_input_tokens": 100,
+              "cache_creation_input_tokens": 0},
+}
+
+
+async def _call(api, route_url, status=200, body=None, headers=None):
+    with respx.mock(assert_all_called=True) as mock:
+        route = mock.post(route_url).respond(status, json=body, headers=headers)
+        try:
+            return await api.generate(REQUEST), route
+        finally:
+            await api.aclose()
+
+
+def test_openai_chat_success_usage_and_cost():
+    """Chat Completions: text, usage with cached tokens, cost from the price table."""
+    api = OpenAIChatAPI("gpt-4o-mini", api_key=KEY)
+    response, route = asyncio.run(_call(api, "https://api.openai.com/v1/chat/completions", body=CHAT_OK))
+    assert response.text == "Paris."
+    assert response.usage == Usage(input_tokens=1000, output_tokens=200, cached_input_tokens=400)
+    assert response.cost == pytest.approx((600 * 0.15 + 400 * 0.075 + 200 * 0.6) / 1e6)
+    sent = json.loads(route.calls.last.request.content)
+    assert sent["messages"][0] == {"role": "system", "content": "be brief"}
+    assert sent["max_completion_tokens"] == 50 and sent["temperature"] == 0.0
+    assert route.calls.last.request.headers["authorization"] == f"Bearer {KEY}"
+
+
+def test_openai_compatible_server_by_base_url():
+    """base_url includes /v1, as in OpenAI's SDK; any compatible server works."""
+    api = OpenAIChatAPI("llama-3", base_url="http://localhost:8000/v1", api_key="x")
+    with pytest.warns(UnknownPriceWarning, match="No price for model 'llama-3'"):
+        response, _ = asyncio.run(_call(api, "http://localhost:8000/v1/chat/completions", body=CHAT_OK))
+    assert response.cost is None
+
+
+def test_openai_responses_success_with_tool_call():
+    """Responses API: output text and function calls, usage, cost."""
+    api = OpenAIResponsesAPI("gpt-4o", api_key=KEY)
+    response, route = asyncio.run(_call(api, "https://api.openai.com/v1/responses", body=RESPONSES_OK))
+    assert response.text == "Paris."
+    assert response.output[1] == ToolCall(id="call_1", name="lookup", arguments={"city": "Paris"})
+    assert response.cost == pytest.approx((100 * 2.5 + 10 * 10.0) / 1e6)
+    sent = json.loads(route.calls.last.request.content)
+    assert sent["input"][1]["content"] == [{"type": "input_text", "text": "capital of France?"}]
+    assert sent["max_output_tokens"] == 50
+
+
+def test_anthropic_success_tool_use_and_cache_reads():
+    """Messages API: base_url without /v1, version header, tool_use, cache reads priced."""
+    api = AnthropicMessagesAPI("claude-sonnet-4-5", api_key=KEY)
+    response, route = asyncio.run(_call(api, "https://api.anthropic.com/v1/messages", body=ANTHROPIC_OK))
+    assert response.text == "Paris."
+    assert response.usage == Usage(input_tokens=150, output_tokens=20, cached_input_tokens=100)
+    assert response.cost == pytest.approx((50 * 3 + 100 * 0.3 + 20 * 15) / 1e6)
+    request = route.calls.last.request
+    assert request.headers["x-api-key"] == KEY
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    sent = json.loads(request.content)
+    assert sent["system"] == "be brief" and sent["max_tokens"] == 50
+
+
+@pytest.mark.parametrize(
+    ("api_cls", "url", "body", "category"),
+    [
+        (OpenAIChatAPI, "https://api.openai.com/v1/chat/completions",
+         {**CHAT_OK, "choices": [{"index": 0, "finish_reason": "stop", "message": {
+             "role": "assistant", "content": None, "refusal": "I'm sorry, I can't help with that."}}]},
+         "refusal"),
+        (OpenAIChatAPI, "https://api.openai.com/v1/chat/completions",
+         {**CHAT_OK, "choices": [{"index": 0, "finish_reason": "content_filter",
+                                  "message": {"role": "assistant", "content": ""}}]},
+         "content_filter"),
+        (OpenAIResponsesAPI, "https://api.openai.com/v1/responses",
+         {**RESPONSES_OK, "output": [{"type": "message", "role": "assistant", "content": [
+             {"type": "refusal", "refusal": "I can't assist with that."}]}]},
+         "refusal"),
+        (OpenAIResponsesAPI, "https://api.openai.com/v1/responses",
+         {**RESPONSES_OK, "status": "failed", "output": [],
+          "error": {"code": "rate_limit_exceeded", "message": "Rate limit reached"}},
+         "rate_limit"),
+        (OpenAIResponsesAPI, "https://api.openai.com/v1/responses",
+         {**RESPONSES_OK, "status": "incomplete", "output": [],
+          "incomplete_details": {"reason": "content_filter"}},
+         "content_filter"),
+        (AnthropicMessagesAPI, "https://api.anthropic.com/v1/messages",
+         {**ANTHROPIC_OK, "content": [], "stop_reason": "refusal"}, "refusal"),
+        (AnthropicMessagesAPI, "https://api.anthropic.com/v1/messages",
+         {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+         "overloaded"),
+    ],
+)
+def test_failures_inside_200_responses(api_cls, url, body, category):
+    """Refusals, content filters and errors inside a 200 body fail the call."""
+    api = api_cls("gpt-4o" if api_cls is not AnthropicMessagesAPI else "claude-sonnet-4-5", api_key=KEY)
+    with pytest.raises(ModelCallError) as info:
+        asyncio.run(_call(api, url, body=body))
+    assert info.value.failure.category == category
+
+
+def test_transport_failures_are_categorized():
+    """A timeout and a refused connection become timeout and connection failures."""
+
+    async def go(exc):
+        with respx.mock() as mock:
+            mock.post("https://api.openai.com/v1/chat/completions").mock(side_effect=exc)
+            api = OpenAIChatAPI("gpt-4o", api_key=KEY)
+            try:
+                with pytest.raises(ModelCallError) as info:
+                    await api.generate(REQUEST)
+            finally:
+                await api.aclose()
+            return info.value.failure.category
+
+    assert asyncio.run(go(httpx.ReadTimeout("slow"))) == "timeout"
+    assert asyncio.run(go(httpx.ConnectError("refused"))) == "connection"
+
+
+def test_retries_honour_retry_after_with_time_mocked():
+    """429s with Retry-After are waited out (sleep mocked), then the call succeeds."""
+    slept: list[float] = []
+
+    async def fake_sleep(seconds):
+        slept.append(seconds)
+
+    async def go():
+        with respx.mock() as mock:
+            mock.post("https://api.openai.com/v1/chat/completions").mock(side_effect=[
+                httpx.Response(429, json={"error": {"code": "rate_limit_exceeded", "message": "slow down"}},
+                               headers={"retry-after": "7"}),
+                httpx.Response(503, json={"error": {"message": "overloaded", "type": "server_error"}},
+                               headers={"retry-after-ms": "1500"}),
+                httpx.Response(500, json={"error": {"message": "oops", "type": "server_error"}}),
+                httpx.Response(200, json=CHAT_OK),
+            ])
+            api = OpenAIChatAPI("gpt-4o-mini", api_key=KEY)
+            try:
+                return await generate_with_retries(
+                    api, REQUEST, retry=RetryConfig(initial_delay=2.0, jitter=0.5),
+                    failure_categories_to_retry=DEFAULT_FAILURE_CATEGORIES_TO_RETRY,
+                    sleep=fake_sleep, rng=lambda: 1.0)
+            finally:
+                await api.aclose()
+
+    response = asyncio.run(go())
+    assert isinstance(response, ModelResponse)
+    assert slept == [7.0, 1.5, 2.0 * 4 * 1.5]
+
+
+def test_retries_give_up_and_return_the_failure():
+    """Non-retryable categories return at once; retryable ones stop at max_attempts."""
+
+    async def go(status, body, attempts):
+        with respx.mock() as mock:
+            route = mock.post("https://api.openai.com/v1/chat/completions").respond(status, json=body)
+            api = OpenAIChatAPI("gpt-4o-mini", api_key=KEY)
+
+            async def no_sleep(_):
+                return None
+
+            try:
+                result = await generate_with_retries(api, REQUEST, retry=RetryConfig(max_attempts=attempts),
+                                                     sleep=no_sleep)
+            finally:
+                await api.aclose()
+            return result, route.call_count
+
+    failure, calls = asyncio.run(go(429, {"error": {"code": "insufficient_quota", "message": "quota"}}, 5))
+    assert isinstance(failure, ModelCallFailure) and failure.category == "quota" and calls == 1
+    failure, calls = asyncio.run(go(500, {"error": {"message": "x", "type": "server_error"}}, 3))
+    assert failure.category == "server_error" and calls == 3
+
+
+def test_total_time_budget_stops_retrying():
+    """A wait past the total budget returns the failure instead of sleeping."""
+    api = MockModelAPI("gpt-4o-mini", lambda r: ModelCallFailure(category="rate_limit", description="x", retry_after=100.0))
+
+    async def never(_):
+        raise AssertionError("should not sleep past the budget")
+
+    result = asyncio.run(generate_with_retries(api, REQUEST, retry=RetryConfig(total_budget=10), sleep=never))
+    assert isinstance(result, ModelCallFailure) and result.category == "rate_limit"
+
+
+def test_api_key_never_appears_in_repr_errors_or_encodings():
+    """The key is in the request header only: not in repr, failures, or encoded requests."""
+    api = OpenAIChatAPI("gpt-4o", api_key=KEY)
+    assert KEY not in repr(api) and KEY not in repr(vars(api))
+    body = {"error": {"message": f"Incorrect API key provided: {KEY}.", "code": "invalid_api_key"}}
+    with pytest.raises(ModelCallError) as info:
+        asyncio.run(_call(api, "https://api.openai.com/v1/chat/completions", 401, body))
+    assert KEY not in str(info.value) and KEY not in repr(info.value.failure)
+    assert "[redacted]" in info.value.failure.description
+    assert KEY not in encode_text(REQUEST) and KEY not in encode_text(info.value.failure)
+
+
+def test_key_comes_from_the_environment(monkeypatch):
+    """Without api_key=, the provider's usual variable is used."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-from-env-0000")
+    api = AnthropicMessagesAPI("claude-sonnet-4-5")
+    _, route = asyncio.run(_call(api, "https://api.anthropic.com/v1/messages", body=ANTHROPIC_OK))
+    assert route.calls.last.request.headers["x-api-key"] == "sk-ant-from-env-0000"
+
+
+def test_prices_cover_the_current_models_and_can_be_overridden():
+    """Built-in prices for the named models; dated ids use their family; overrides win."""
+    usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
+    assert cost_of("gpt-4o-mini", usage) == pytest.approx(0.75)
+    assert cost_of("gpt-4o", usage) == pytest.approx(12.5)
+    assert cost_of("claude-sonnet-4-5", usage) == pytest.approx(18.0)
+    assert cost_of("claude-sonnet-4-5-20250929", usage) == pytest.approx(18.0)
+    assert cost_of("gpt-4o-2024-08-06", usage) == pytest.approx(12.5)
+    set_price("my-finetune", input=1.0, output=2.0)
+    assert cost_of("my-finetune", usage) == pytest.approx(3.0)
+    with pytest.warns(UnknownPriceWarning):
+        assert cost_of("mystery-model-x", usage) is None
+
+
+def test_mock_replies_in_turn_with_usage_and_cost():
+    """A list of replies is used in turn (the last repeats), with usage and a real price."""
+    api = MockModelAPI("gpt-4o-mini", ["one", "two"])
+
+    async def go():
+        return [(await api.generate(REQUEST)).text for _ in range(3)]
+
+    assert asyncio.run(go()) == ["one", "two", "two"]
+    response = asyncio.run(api.generate(REQUEST))
+    assert response.usage.input_tokens > 0 and response.usage.output_tokens > 0
+    assert response.cost is not None and response.cost > 0
+    assert len(api.requests) == 4
+
+
+def test_mock_callable_can_fail():
+    """A callable reply can return a failure or raise."""
+    api = MockModelAPI("m", lambda r: ModelCallFailure(category="context_overflow", description="too long"))
+    with pytest.raises(ModelCallError) as info:
+        asyncio.run(api.generate(REQUEST))
+    assert info.value.failure.category == "context_overflow"
+    assert asyncio.run(MockModelAPI("m", "x", price_as="gpt-4o").generate(REQUEST)).cost > 0
+    assert asyncio.run(MockModelAPI("m", "x").generate(REQUEST)).cost is None
+
+
+# The seed's qa.answer step, with fxtr.models imports, against respx.
+class ModelConfig(Entity):
+    model_name: str
+    sampling: Sampling | None = None
+
+
+class Answer(Entity):
+    question: str
+    text: str
+
+
+def answer_text(output) -> str:
+    return "".join(block.text for block in output if isinstance(block, ContentText))
+
+
+@step(name="qa.answer")
+async def answer(context: StepContext, config: ModelConfig, question: str) -> Answer:
+    """Ask the model one question and keep its reply."""
+    request = ModelRequest(
+        context=(UserMessage(content=(ContentText(text=question),)),),
+        tools=(),
+        tool_choice=None,
+        parallel_tool_calls=None,
+        sampling=config.sampling,
+    )
+    api = OpenAIResponsesAPI(config.model_name)
+    try:
+        response = await generate_with_retries(
+            api, request, retry=RetryConfig(),
+            failure_categories_to_retry=DEFAULT_FAILURE_CATEGORIES_TO_RETRY,
+        )
+    finally:
+        with anyio.CancelScope(shield=True):
+            await api.aclose()
+    if isinstance(response, ModelCallFailure):
+        raise RuntimeError(f"model call failed ({response.category}): {response.description}")
+    return Answer(question=question, text=answer_text(response.output))
+
+
+@workflow(name="qa.ask")
+async def ask(
+    context: WorkflowContext,
+    questions: Annotated[ArrayHandle[str], "[q: str]"],
+    config: Annotated[ArrayHandle[BoundID[ModelConfig]], "[]"],
+) -> Annotated[ArrayHandle[Answer], "[q: str]"]:
+    return context.run_step("answer", answer, {"config": config, "question": questions}, map_over=["q"])
+
+
+def test_seed_answer_step_with_openai_responses_against_respx(monkeypatch):
+    """The seed's step runs as written; its tokens and cost land on the invocation."""
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    with respx.mock() as mock:
+        mock.post("https://api.openai.com/v1/responses").respond(200, json=RESPONSES_OK)
+        result = run(ask, {"questions": Array.from_mapping({"fr": "capital of France?"}, dims=["q"]),
+                           "config": ModelConfig(model_name="gpt-4o")})
+    assert result.status == "succeeded"
+    assert result.output["fr"] == Answer(question="capital of France?", text="Paris.")
+    inv = result.invocations[0]
+    assert (inv.calls, inv.input_tokens, inv.output_tokens) == (1, 100, 10)
+    assert inv.cost_usd == pytest.approx((100 * 2.5 + 10 * 10.0) / 1e6)
+    for path in __import__("pathlib").Path(".fxtr").rglob("*"):
+        if path.is_file():
+            assert KEY.encode() not in path.read_bytes()
