@@ -1,10 +1,226 @@
-"""The fxtr pytest plugin: evals as parametrized tests, one job per eval per run."""
+"""The fxtr pytest plugin: evals as parametrized tests, one job per eval per run.
+
+Loading it stays cheap: fxtr itself is imported only when an eval is collected.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import time
+import uuid
+from typing import Any
+
 import pytest
+
+from pytest_fxtr._settings import Settings, add_options, resolve
+
+STATE = pytest.StashKey["State"]()
+_FAILURE = pytest.StashKey[str]()
+_RESULT = pytest.StashKey[Any]()
+
+
+@dataclasses.dataclass
+class State:
+    """What the plugin keeps for one pytest run (on every process)."""
+
+    settings: Settings
+    run_id: str
+    worker: bool
+    evals: dict[str, Any] = dataclasses.field(default_factory=dict)
+    payloads: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    header_done: bool = False
+    scores: list[Any] = dataclasses.field(default_factory=list)
+    jobs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    """Register the fxtr option group."""
-    parser.getgroup("fxtr", "fxtr evaluation harness")
+    """Register ``--fxtr-*`` options and their ``fxtr_*`` ini twins."""
+    add_options(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Resolve the settings once and register the marker."""
+    config.addinivalue_line(
+        "markers",
+        "fxtr(workflow, dims=None, inputs=None, threshold=None): run the test's parametrized "
+        "cases as one fxtr job of `workflow`; each item gets its slice as the `result` fixture.",
+    )
+    workerinput = getattr(config, "workerinput", None)
+    run_id = workerinput.get("fxtr_run_id") if workerinput else None
+    config.stash[STATE] = State(
+        settings=resolve(config),
+        run_id=run_id or time.strftime("%Y%m%d-%H%M%S-") + uuid.uuid4().hex[:6],
+        worker=workerinput is not None,
+    )
+    config.pluginmanager.register(_Reports(config), "fxtr-reports")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    """pytest-xdist: workers share the controller's run id, so they join one job per eval."""
+    node.workerinput["fxtr_run_id"] = node.config.stash[STATE].run_id
+
+
+def _header(config: pytest.Config, state: State) -> None:
+    if state.header_done:
+        return
+    state.header_done = True
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        tr.write_line(state.settings.header())
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Group the selected items (after -k, -m, --lf) by eval; validate the markers."""
+    from pytest_fxtr._evals import MARKER, parse_marker
+
+    state = session.config.stash[STATE]
+    for item in session.items:
+        if item.get_closest_marker(MARKER) is None:
+            continue
+        nodeid = item.nodeid.split("[", 1)[0]
+        ev = state.evals.get(nodeid)
+        if ev is None:
+            ev = state.evals[nodeid] = parse_marker(item)
+        ev.items.append(item)
+    if state.evals and not state.worker:
+        _header(session.config, state)
+
+
+def _progress(config: pytest.Config, state: State, ev: Any) -> Any:
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    capman = config.pluginmanager.get_plugin("capturemanager")
+    if state.worker or tr is None:
+        return None
+    counts = {"done": 0, "cached": 0, "failed": 0, "usd": 0.0}
+    start = last = time.monotonic()
+
+    def on_invocation(inv: Any) -> None:
+        nonlocal last
+        counts["done"] += 1
+        counts["cached"] += bool(inv.from_cache)
+        counts["failed"] += inv.status == "failed"
+        if not inv.from_cache and inv.cost_usd:
+            counts["usd"] += inv.cost_usd
+        now = time.monotonic()
+        if now - last >= 2.0:
+            last = now
+            line = (f"fxtr: {ev.workflow.name}: {counts['done']} steps done "
+                    f"({counts['cached']} cached, {counts['failed']} failed), "
+                    f"${counts['usd']:.4f} so far, {now - start:.0f}s")
+            if capman is not None:
+                with capman.global_and_fixture_disabled():
+                    tr.write_line(line)
+            else:
+                tr.write_line(line)
+
+    return on_invocation
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Run the item's eval job (once per run) and take this item's slice of its output."""
+    state = item.config.stash[STATE]
+    ev = state.evals.get(item.nodeid.split("[", 1)[0])
+    if ev is None:
+        return
+    from pytest_fxtr._evals import item_properties, run_job, slice_for
+
+    run_job(ev, state.settings, state.run_id, _progress(item.config, state, ev))
+    if ev.error is not None:
+        item.stash[_FAILURE] = (
+            f"the fxtr job of {ev.nodeid} could not run: {type(ev.error).__name__}: {ev.error}"
+        )
+        item.stash[_RESULT] = None
+        item.user_properties.extend(item_properties(ev, item, [], "job error", state.settings.fail_under))
+        return
+    value, cells, failure = slice_for(ev, item)
+    item.stash[_RESULT] = value
+    if failure is not None:
+        item.stash[_FAILURE] = failure
+    item.user_properties.extend(item_properties(ev, item, cells, failure, state.settings.fail_under))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    """An item whose cells failed, were skipped or await review fails with the reason."""
+    failure = item.stash.get(_FAILURE, None)
+    if failure is not None:
+        pytest.fail(failure, pytrace=False)
+
+
+@pytest.fixture
+def result(request: pytest.FixtureRequest) -> Any:
+    """This item's slice of its eval job's output (a value, or an Array over the rest dims)."""
+    if _RESULT not in request.node.stash:
+        msg = (
+            f"{request.node.nodeid} uses the `result` fixture but is not an fxtr eval: mark it "
+            "@pytest.mark.fxtr(workflow, ...) and parametrize it."
+        )
+        raise pytest.UsageError(msg)
+    return request.node.stash[_RESULT]
+
+
+class _Reports:
+    """Collects item payloads from reports (on the controller under xdist)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.when != "teardown":
+            return
+        state = self.config.stash[STATE]
+        for name, value in report.user_properties:
+            if name == "fxtr":
+                state.payloads.append(json.loads(value))
+                if not state.worker:
+                    _header(self.config, state)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Score, gate, read the jobs from the store and write the report (controller only)."""
+    state = session.config.stash[STATE]
+    if state.worker or not state.payloads:
+        return
+    from fxtr.store import open_store
+    from pytest_fxtr._summary import job_summary, report_json, scores, write_report
+
+    state.scores = scores(state.payloads)
+    store = open_store(state.settings.store)
+    for job_id in dict.fromkeys(p["job_id"] for p in state.payloads if p["job_id"]):
+        try:
+            state.jobs[job_id] = job_summary(store, job_id)
+        except KeyError:
+            continue
+    if state.settings.report is not None:
+        write_report(state.settings.report, report_json(state.jobs, state.scores))
+    _junit_properties(session.config, state)
+    if any(not s.passed for s in state.scores) and session.exitstatus == pytest.ExitCode.OK:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _junit_properties(config: pytest.Config, state: State) -> None:
+    try:
+        from _pytest.junitxml import xml_key
+    except ImportError:  # pragma: no cover
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    for s in state.scores:
+        group = ",".join(f"{k}={v}" for k, v in s.group.items()) or "all"
+        xml.add_global_property(f"fxtr:{s.eval}:{group}:mean", "" if s.mean is None else f"{s.mean:.6g}")
+        xml.add_global_property(f"fxtr:{s.eval}:{group}:passed", str(s.passed).lower())
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    """The ``fxtr summary`` section, printed once, on the controller."""
+    state = config.stash[STATE]
+    if state.worker or not state.payloads:
+        return
+    from pytest_fxtr._summary import render
+
+    render(terminalreporter, state.jobs, state.scores, config.getoption("verbose"))

@@ -47,6 +47,11 @@ class JobResult:
     store: DiskStore = dataclasses.field(repr=False)
     ops: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict, repr=False)
     """The operations each workflow invocation scheduled, by workflow address."""
+    partial_output: Array[Any] | None = dataclasses.field(default=None, repr=False)
+    """The output with every cell that has a value (``None`` in the others), even when the
+    job did not succeed; ``None`` when not even the keys are known."""
+    missing: dict[tuple[Any, ...], str] = dataclasses.field(default_factory=dict, repr=False)
+    """Cells of ``partial_output`` with no value, and why (failed, skipped, in review)."""
 
     @property
     def conflicts(self) -> list[Invocation]:
@@ -207,15 +212,18 @@ async def _attempt(
             store.put_ops(job_id, attempt, run.ops)
         store.put_job(record)
         raise
-    output = None
-    if status == "succeeded" and root is not None:
-        output = await root.observe()
+    partial: Array[Any] | None = None
+    missing: dict[tuple[Any, ...], str] = {}
+    if root is not None and root.future.done():
+        value = root.future.result()
+        partial, missing = value.array, dict(value.missing)
         result = wf.signature.result
-        if result is not None and is_entity_type(result.value_type):
+        if partial is not None and result is not None and is_entity_type(result.value_type):
             loaded = [
-                await run.load_entity(v) if isinstance(v, BoundID) else v for v in output.values()
+                await run.load_entity(v) if isinstance(v, BoundID) else v for v in partial.values()
             ]
-            output = Array.from_cells(output.dim_specs, output._keys, loaded, result.value_type)
+            partial = Array.from_cells(partial.dim_specs, partial._keys, loaded, result.value_type)
+    output = partial if status == "succeeded" else None
     info.update(status=status, ended_at=time.time())
     store.put_job(record)
     return JobResult(
@@ -227,6 +235,8 @@ async def _attempt(
         workflows=list(run.workflows.values()),
         store=store,
         ops=run.ops,
+        partial_output=partial,
+        missing=missing,
     )
 
 

@@ -1,0 +1,324 @@
+"""Evals: marked, parametrized test functions, one job per eval per run, sliced per item."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+MARKER = "fxtr"
+_NOT_GIVEN = object()
+
+
+@dataclasses.dataclass(eq=False)
+class Eval:
+    """One marked test function: its workflow, dimensions, fixed inputs and threshold."""
+
+    nodeid: str
+    """The function's node id (the items' ids without their ``[...]``)."""
+    workflow: Any
+    dims: dict[str, tuple[str, ...]]
+    """Dimension name -> the parametrized argument names whose ids key it."""
+    inputs: dict[str, Any]
+    threshold: float | None
+    items: list[pytest.Item] = dataclasses.field(default_factory=list)
+    job: Any = None
+    """The ``JobResult`` once the job ran."""
+    error: BaseException | None = None
+    """What stopped the job (a bad signature, a nondeterministic workflow)."""
+    job_id: str | None = None
+
+    @property
+    def argnames(self) -> list[str]:
+        return [a for names in self.dims.values() for a in names]
+
+
+def _function_nodeid(item: pytest.Item) -> str:
+    return item.nodeid.split("[", 1)[0]
+
+
+def _parametrize_argnames(item: pytest.Item) -> list[tuple[str, ...]]:
+    groups = []
+    for mark in item.iter_markers("parametrize"):
+        names = mark.args[0] if mark.args else mark.kwargs.get("argnames")
+        if isinstance(names, str):
+            names = [n.strip() for n in names.split(",") if n.strip()]
+        groups.append(tuple(names))
+    return groups
+
+
+def parse_marker(item: pytest.Item) -> Eval:
+    """Read and validate an item's ``@pytest.mark.fxtr``.
+
+    Raises:
+        pytest.UsageError: naming the test, what is wrong and the fix.
+    """
+    from fxtr.experiment._definition import WorkflowDefinition
+
+    mark = item.get_closest_marker(MARKER)
+    assert mark is not None
+    where = f"@pytest.mark.fxtr on {_function_nodeid(item)}"
+    problems: list[str] = []
+    if len(mark.args) != 1 or not isinstance(mark.args[0], WorkflowDefinition):
+        problems.append(
+            f"takes one positional argument, the @workflow to run, got {mark.args!r}"
+        )
+    unknown = set(mark.kwargs) - {"dims", "inputs", "threshold"}
+    if unknown:
+        problems.append(f"has unknown arguments {sorted(unknown)!r}; use dims=, inputs=, threshold=")
+    groups = _parametrize_argnames(item)
+    argnames = [a for g in groups for a in g]
+    if not argnames:
+        problems.append("needs a parametrized test: add @pytest.mark.parametrize(...) for the cases")
+    dims_raw = mark.kwargs.get("dims")
+    dims: dict[str, tuple[str, ...]] = {}
+    if dims_raw is None:
+        dims = {"case": tuple(argnames)}
+    elif not isinstance(dims_raw, dict):
+        problems.append(f"dims= must be a dict of dimension name to argument name(s), got {dims_raw!r}")
+    else:
+        for dim, names in dims_raw.items():
+            names = (names,) if isinstance(names, str) else tuple(names)
+            if not isinstance(dim, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", dim):
+                problems.append(f"dimension name {dim!r} must be an identifier")
+            for name in names:
+                if name not in argnames:
+                    problems.append(
+                        f"dims[{dim!r}] names {name!r}, which is not a parametrized argument "
+                        f"(those are {argnames!r})"
+                    )
+            dims[dim] = names
+        listed = [a for names in dims.values() for a in names]
+        for name in argnames:
+            if listed.count(name) > 1:
+                problems.append(f"argument {name!r} is in more than one dimension")
+            elif name not in listed:
+                problems.append(f"parametrized argument {name!r} is in no dimension; add it to dims=")
+    inputs = mark.kwargs.get("inputs") or {}
+    if not isinstance(inputs, dict):
+        problems.append(f"inputs= must be a dict of workflow input name to value, got {inputs!r}")
+        inputs = {}
+    threshold = mark.kwargs.get("threshold")
+    if threshold is not None and (
+        isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or math.isnan(threshold)
+    ):
+        problems.append(f"threshold= must be a number, got {threshold!r}")
+    if not problems:
+        workflow = mark.args[0]
+        params = workflow.signature.params
+        for name in inputs:
+            if name not in params:
+                problems.append(f"inputs= names {name!r}, which workflow {workflow.name!r} does not take")
+            if name in argnames:
+                problems.append(f"{name!r} is both parametrized and in inputs=; give it once")
+        missing = [p for p in params if p not in inputs and p not in argnames]
+        if missing:
+            problems.append(
+                f"workflow {workflow.name!r} needs input(s) {missing!r}, which are neither "
+                "parametrized nor in inputs="
+            )
+    if problems:
+        raise pytest.UsageError(f"{where}: " + "; ".join(problems) + ".")
+    return Eval(
+        nodeid=_function_nodeid(item), workflow=mark.args[0], dims=dims, inputs=dict(inputs),
+        threshold=None if threshold is None else float(threshold),
+    )
+
+
+def item_keys(ev: Eval, item: pytest.Item) -> dict[str, str]:
+    """The item's key in each dimension: the ids of the parametrize calls that feed it."""
+    callspec = getattr(item, "callspec", None)
+    groups = _parametrize_argnames(item)
+    ids = list(callspec._idlist) if callspec is not None else []
+    if len(ids) != len(groups):
+        msg = (
+            f"{item.nodeid}: fxtr cannot tell which parametrize ids belong to which arguments "
+            "(parametrization not made with @pytest.mark.parametrize, or hidden ids). "
+            "Parametrize evals with @pytest.mark.parametrize and visible ids."
+        )
+        raise pytest.UsageError(msg)
+    id_of = {name: ids[i] for i, names in enumerate(groups) for name in names}
+    keys = {}
+    for dim, names in ev.dims.items():
+        parts: list[str] = []
+        for name in names:
+            if id_of[name] not in parts:
+                parts.append(id_of[name])
+        keys[dim] = "-".join(parts)
+    return keys
+
+
+def job_inputs(ev: Eval) -> dict[str, Any]:
+    """The job's inputs: one array per parametrized argument over its dimension's keys,
+    and the marker's fixed inputs."""
+    from fxtr import Array
+
+    params = ev.workflow.signature.params
+    values: dict[str, dict[str, Any]] = {}
+    for item in ev.items:
+        keys = item_keys(ev, item)
+        for dim, names in ev.dims.items():
+            for name in names:
+                if name in params:
+                    values.setdefault(name, {})[keys[dim]] = item.callspec.params[name]  # type: ignore[attr-defined]
+    dim_of = {name: dim for dim, names in ev.dims.items() for name in names}
+    inputs: dict[str, Any] = {}
+    for name, mapping in values.items():
+        inputs[name] = Array.from_mapping(mapping, dims=[(dim_of[name], str)])
+    inputs.update(ev.inputs)
+    return inputs
+
+
+def job_id_for(run_id: str, ev: Eval) -> str:
+    """One job per eval per run; xdist workers derive the same id from the shared run id."""
+    return f"{run_id}-{hashlib.sha256(ev.nodeid.encode()).hexdigest()[:8]}"
+
+
+def resume_key(ev: Eval, inputs: dict[str, Any]) -> str:
+    """Where the store keeps the last job of an eval with these inputs."""
+    from fxtr.experiment._jobs import input_fingerprint
+
+    return f"pytest:{ev.nodeid}:{input_fingerprint(inputs)}"
+
+
+def run_job(ev: Eval, settings: Any, run_id: str, progress: Callable[[Any], None] | None) -> None:
+    """Run (or resume) the eval's job once; keep the result or the error on the eval."""
+    import asyncio
+
+    from fxtr.experiment._jobs import launch, resume
+    from fxtr.store import open_store
+
+    if ev.job is not None or ev.error is not None:
+        return
+    try:
+        inputs = job_inputs(ev)
+        store = open_store(settings.store)
+        key = resume_key(ev, inputs)
+        options = {"store": store, "conflict": settings.conflict, "verify": settings.verify,
+                   "concurrency": settings.concurrency, "on_invocation": progress}
+        last = store.get_last_job(key) if settings.resume else None
+        if last is not None and store.has_job(last):
+            coro = resume(last, workflow=ev.workflow, **options)
+        else:
+            coro = launch(ev.workflow, inputs, job_id=job_id_for(run_id, ev), **options)
+        ev.job = _run_sync(coro)
+        ev.job_id = ev.job.job_id
+        store.set_last_job(key, ev.job.job_id)
+    except Exception as exc:
+        ev.error = exc
+
+
+def _run_sync(coro: Any) -> Any:
+    import asyncio
+    import threading
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = asyncio.run(coro)
+        except BaseException as exc:
+            box["error"] = exc
+
+    thread = threading.Thread(target=target)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def slice_for(ev: Eval, item: pytest.Item) -> tuple[Any, list[tuple[tuple[Any, ...], Any]], str | None]:
+    """The item's slice of the output, its numeric cells for scoring, and why it fails (if).
+
+    Returns:
+        ``(value, cells, failure)``: the value the ``result`` fixture gives, the
+        ``(full key, value)`` cells it covers, and a failure message or ``None``.
+    """
+    from fxtr import Array
+    from fxtr.tracing._jobgraph import split_address
+
+    keys = item_keys(ev, item)
+    job = ev.job
+    partial, missing = job.partial_output, job.missing
+    if partial is None:
+        return None, [], _job_failure(ev, keys)
+    select = {d: keys[d] for d in partial.dims if d in keys}
+    try:
+        sub = partial.sel(**select) if select else partial
+    except KeyError:
+        return None, [], f"the output of job {job.job_id} has no cell for {select!r}"
+    pos = [partial.dims.index(d) for d in partial.dims]
+    cells = [
+        (k, v) for k, v in partial.items()
+        if all(k[pos[i]] == select[d] for i, d in enumerate(partial.dims) if d in select)
+    ]
+    gone = [(k, missing[k]) for k, _ in cells if k in missing]
+    if gone:
+        related = []
+        for inv in job.invocations:
+            if inv.status == "succeeded":
+                continue
+            inv_keys = {}
+            for segment in inv.address.split("/"):
+                inv_keys.update(split_address("/" + segment)[2])
+            if all(inv_keys.get(d, v) == v for d, v in keys.items()):
+                related.append(inv)
+        lines = [f"{len(gone)} of {len(cells)} output cell(s) for {keys} have no value."]
+        for inv in sorted(related, key=lambda i: ("failed", "needs_review", "skipped").index(i.status)):
+            reason = f" [{inv.reason}]" if inv.reason else ""
+            lines.append(f"  {inv.status}{reason}: step {inv.step!r} at {inv.address}: {inv.error}")
+        if not related:
+            lines.append(f"  cause: {gone[0][1]}")
+        return None, [], "\n".join(lines)
+    value = sub.item() if not sub.dims else sub
+    return value, cells, None
+
+
+def _job_failure(ev: Eval, keys: dict[str, str]) -> str:
+    job = ev.job
+    failed = [w for w in job.workflows if w.status != "succeeded"]
+    if failed:
+        return f"workflow {failed[0].workflow!r} at {failed[0].address} {failed[0].status}: {failed[0].error}"
+    return f"job {job.job_id} ended {job.status} with no output"
+
+
+def numeric(value: Any) -> float | None:
+    """A score value as a float, or ``None`` when it is not numeric."""
+    if isinstance(value, bool):
+        return float(value)
+    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+        return float(value)
+    return None
+
+
+def item_properties(ev: Eval, item: pytest.Item, cells: list[tuple[tuple[Any, ...], Any]],
+                    failure: str | None, fail_under: float | None) -> list[tuple[str, str]]:
+    """What the controller needs to score and summarize, as report properties."""
+    job = ev.job
+    dims = list(job.partial_output.dims) if job is not None and job.partial_output is not None else []
+    keys = item_keys(ev, item)
+    threshold = ev.threshold if ev.threshold is not None else fail_under
+    payload = {
+        "eval": ev.nodeid,
+        "workflow": ev.workflow.name,
+        "job_id": ev.job_id,
+        "dims": dims,
+        "keys": keys,
+        "cells": [[list(k), numeric(v), v is not None and numeric(v) is None] for k, v in cells],
+        "missing": failure is not None,
+        "threshold": threshold,
+        "at": time.time(),
+    }
+    return [("fxtr", json.dumps(payload, default=str))]
