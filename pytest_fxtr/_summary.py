@@ -130,7 +130,7 @@ def cost_of_invocations(invocations: list[dict[str, Any]]) -> dict[str, Any]:
 
 def report_json(jobs: dict[str, dict[str, Any]], all_scores: list[Score]) -> dict[str, Any]:
     """The ``--fxtr-report`` document."""
-    keys = ("address", "step", "status", "from_cache", "reason", "error")
+    keys = ("address", "step", "status", "from_cache", "reason", "error", "warnings")
     out = []
     for job_id, info in jobs.items():
         out.append({
@@ -138,7 +138,7 @@ def report_json(jobs: dict[str, dict[str, Any]], all_scores: list[Score]) -> dic
             "workflow": info["record"]["workflow"],
             "status": info["attempt"].get("status"),
             "attempt": info["attempt"].get("attempt"),
-            "invocations": [{k: inv.get(k, False if k == "from_cache" else None) for k in keys}
+            "invocations": [{k: inv.get(k, {"from_cache": False, "warnings": []}.get(k)) for k in keys}
                             for inv in sorted(info["invocations"], key=lambda i: i["address"])],
             "cost": info["cost"],
             "scores": [s.to_json() for s in all_scores if s.job_id == job_id],
@@ -214,6 +214,16 @@ def render(tr: Any, jobs: dict[str, dict[str, Any]], all_scores: list[Score], ve
             if review:
                 tr.write_line("  cached results came from other inputs or code; rerun with "
                               "--fxtr-cache-conflict=overwrite to replace them")
+        noticed = [i for i in invocations if i.get("warnings")]
+        if noticed:
+            tr.write_line("")
+            tr.write_line(
+                f"hermeticity: {len(noticed)} invocation(s) touched local state; e.g. "
+                f"{noticed[0]['address']}: {noticed[0]['warnings'][0]}"
+            )
+            if verbose > 0:
+                for inv in noticed[1:]:
+                    tr.write_line(f"  {inv['address']}: {'; '.join(inv['warnings'])}")
         job_scores = [s for s in all_scores if s.job_id == job_id]
         if job_scores:
             tr.write_line("")

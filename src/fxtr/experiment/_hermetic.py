@@ -57,7 +57,7 @@ def register_store(path: str | os.PathLike[str]) -> None:
 def _note(target: list[str], message: str) -> None:
     if message not in target:
         target.append(message)
-        log.warning("hermeticity: %s", message)
+        log.info("hermeticity: %s", message)
 
 
 def _audit(event: str, args: tuple[Any, ...]) -> None:
