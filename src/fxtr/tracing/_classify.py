@@ -7,8 +7,9 @@ Two steps, both rules a reader can audit:
    JSON body's ``code``/``type``/``message`` (``httpx.HTTPStatusError``, or any SDK-style
    error with ``status_code`` and ``body``), or httpx's transport errors. ``None`` for an
    error that carries none of these: user code that raised.
-2. ``classify(error)``: the reason, from the category by ``REASON_OF_CATEGORY``; an error
-   with no category is ``tool_error``.
+2. ``classify(error)``: the reason, from the category by ``REASON_OF_CATEGORY``. An error
+   that carries no provider information (user code that raised, httpx transport errors
+   included) is ``tool_error``; its category (``timeout``, ``connection``) is still kept.
 """
 
 from __future__ import annotations
@@ -187,6 +188,17 @@ def failure_category(error: Any) -> str | None:
     return None
 
 
+def _from_provider(error: Any) -> bool:
+    """Whether an error carries provider information: a model call's failure, or an HTTP
+    status or body. httpx transport errors raised by user code do not: they are the user's
+    tool failing (a model call's own transport failures arrive as ``ModelCallError``)."""
+    from fxtr.models._types import ModelCallFailure
+
+    if isinstance(error, ModelCallFailure) or isinstance(getattr(error, "failure", None), ModelCallFailure):
+        return True
+    return _status_of(error) is not None or getattr(error, "body", None) is not None
+
+
 def classify(error: Any) -> str:
     """The failure reason of an error: one of ``REASONS`` (``stall`` is decided by the graph).
 
@@ -194,6 +206,8 @@ def classify(error: Any) -> str:
         error: any exception, an ``httpx.HTTPStatusError``, an SDK-style error with
             ``status_code`` and ``body``, or a ``ModelCallFailure``.
     """
+    if not _from_provider(error):
+        return "tool_error"
     category = failure_category(error)
     if category is None:
         return "tool_error"
