@@ -65,7 +65,9 @@ def main() -> None:
         async def one(i: int, j: int) -> None:
             r = await _trivial(i, j)
             fp = hashlib.sha256(json.dumps({"a": i, "b": j}).encode()).hexdigest()
-            cache.set(f"e|bench.grid/add[x={i},y={j}]", json.dumps({"fingerprint": fp, "result": r}))
+            cache.set(
+                f"e|bench.grid/add[x={i},y={j}]", json.dumps({"fingerprint": fp, "result": r})
+            )
 
         await asyncio.gather(*(one(i, j) for i in range(n) for j in range(n)))
 
@@ -93,14 +95,23 @@ def main() -> None:
     print(f"baseline gather            {base_gather:8.3f} s")
     print(f"baseline sha256+set        {base_cold:8.3f} s")
     print(f"baseline {steps} gets        {base_gets:8.3f} s")
-    print(f"fxtr cold (verify off)     {cold:8.3f} s   {cold / base_gather:5.1f} x gather   "
-          f"{cold / base_cold:5.2f} x sha256+set   ({cold / steps * 1e6:.0f} us/step)")
+    print(
+        f"fxtr cold (verify off)     {cold:8.3f} s   {cold / base_gather:5.1f} x gather   "
+        f"{cold / base_cold:5.2f} x sha256+set   ({cold / steps * 1e6:.0f} us/step)"
+    )
     print(f"fxtr cached (verify off)   {cached:8.3f} s   {cached / base_gets:5.2f} x gets")
-    print(f"fxtr cached (verify on)    {cached_verify:8.3f} s   {cached_verify / base_gets:5.2f} x gets")
-    print(f"fxtr cold (verify on)      {cold_verify:8.3f} s   verification adds "
-          f"{(cold_verify / cold - 1) * 100:5.1f} %")
-    print(f"fxtr cold (hermetic off)   {cold_open:8.3f} s   hermeticity watch costs "
-          f"{(cold / cold_open - 1) * 100:5.1f} %")
+    print(
+        f"fxtr cached (verify on)    {cached_verify:8.3f} s   "
+        f"{cached_verify / base_gets:5.2f} x gets"
+    )
+    print(
+        f"fxtr cold (verify on)      {cold_verify:8.3f} s   verification adds "
+        f"{(cold_verify / cold - 1) * 100:5.1f} %"
+    )
+    print(
+        f"fxtr cold (hermetic off)   {cold_open:8.3f} s   hermeticity watch costs "
+        f"{(cold / cold_open - 1) * 100:5.1f} %"
+    )
 
 
 if __name__ == "__main__":

@@ -16,8 +16,11 @@ from fxtr.models import ContentText, ModelRequest, OpenAIChatAPI, UserMessage
 
 CALLS, CONCURRENCY, DELAY = 2000, 200, 0.05
 BODY = {
-    "id": "c", "model": "gpt-4o-mini",
-    "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}],
+    "id": "c",
+    "model": "gpt-4o-mini",
+    "choices": [
+        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "ok"}}
+    ],
     "usage": {"prompt_tokens": 20, "completion_tokens": 2},
 }
 
@@ -29,8 +32,9 @@ async def handler(request: httpx.Request) -> httpx.Response:
 
 async def main() -> float:
     client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    api = OpenAIChatAPI("gpt-4o-mini", api_key="sk-bench", http_client=client,
-                        max_concurrency=CONCURRENCY)
+    api = OpenAIChatAPI(
+        "gpt-4o-mini", api_key="sk-bench", http_client=client, max_concurrency=CONCURRENCY
+    )
     request = ModelRequest(context=(UserMessage(content=(ContentText(text="hi"),)),))
     start = time.perf_counter()
     responses = await asyncio.gather(*(api.generate(request) for _ in range(CALLS)))
@@ -44,4 +48,7 @@ if __name__ == "__main__":
     elapsed = asyncio.run(main())
     ideal = CALLS / CONCURRENCY * DELAY
     print(f"{CALLS} calls at concurrency {CONCURRENCY}, {DELAY * 1000:.0f} ms each")
-    print(f"ideal {ideal:.3f} s   measured {elapsed:.3f} s   ratio {elapsed / ideal:.2f} x (target < 1.2)")
+    print(
+        f"ideal {ideal:.3f} s   measured {elapsed:.3f} s   "
+        f"ratio {elapsed / ideal:.2f} x (target < 1.2)"
+    )

@@ -18,7 +18,7 @@ def work(i: int) -> int:
 def bare() -> float:
     start = time.perf_counter()
     total = 0
-    for i in range(OUTER):
+    for _ in range(OUTER):
         for j in range(INNER):
             total += work(j)
     return time.perf_counter() - start
@@ -28,7 +28,7 @@ def traced(client: Client) -> tuple[float, int]:
     start = time.perf_counter()
     total = 0
     with client.task("bench") as t:
-        for i in range(OUTER):
+        for _ in range(OUTER):
             with client.step("outer"):
                 for j in range(INNER):
                     with client.step("inner"):

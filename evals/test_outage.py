@@ -32,8 +32,12 @@ OUTAGE = os.environ.get("FXTR_DEMO_OUTAGE") == "1"
 def _reply(request):
     text = request.context[-1].content[0].text
     if OUTAGE and "planet" in text:
-        return ModelCallFailure(category="rate_limit", description="HTTP 429: rate limit reached",
-                                status_code=429, retry_after=0.01)
+        return ModelCallFailure(
+            category="rate_limit",
+            description="HTTP 429: rate limit reached",
+            status_code=429,
+            retry_after=0.01,
+        )
     return scripted_answer("gpt-4o")(request)
 
 
@@ -43,8 +47,11 @@ async def answer(context: StepContext, question: str, expected: str, provider: s
     api = model_api("gpt-4o", reply=_reply)
     try:
         response = await generate_with_retries(
-            api, ask(question), retry=RetryConfig(max_attempts=2, initial_delay=0.01),
-            failure_categories_to_retry=DEFAULT_FAILURE_CATEGORIES_TO_RETRY)
+            api,
+            ask(question),
+            retry=RetryConfig(max_attempts=2, initial_delay=0.01),
+            failure_categories_to_retry=DEFAULT_FAILURE_CATEGORIES_TO_RETRY,
+        )
     finally:
         await api.aclose()
     if isinstance(response, ModelCallFailure):
@@ -59,15 +66,22 @@ async def evaluate(
     expected: Annotated[ArrayHandle[str], "[case: str]"],
     provider: ScalarHandle[str],
 ) -> Annotated[ArrayHandle[bool], "[case: str]"]:
-    return context.run_step("answer", answer, {"question": question, "expected": expected,
-                                               "provider": provider}, map_over=["case"])
+    return context.run_step(
+        "answer",
+        answer,
+        {"question": question, "expected": expected, "provider": provider},
+        map_over=["case"],
+    )
 
 
 @pytest.mark.fxtr(evaluate, inputs={"provider": PROVIDER}, threshold=1.0)
 @pytest.mark.parametrize(
     ("question", "expected"),
-    [("What is the capital of France?", "Paris"), ("What is the largest planet?", "Jupiter"),
-     ("What is 2 + 2?", "4")],
+    [
+        ("What is the capital of France?", "Paris"),
+        ("What is the largest planet?", "Jupiter"),
+        ("What is 2 + 2?", "4"),
+    ],
     ids=["france", "planet", "arithmetic"],
 )
 def test_answers(question, expected, result):

@@ -7,7 +7,16 @@ from typing import Annotated
 import pytest
 from evalkit import PROVIDER, ask, model_api, scripted_judge
 
-from fxtr import ArrayHandle, BoundID, Entity, ScalarHandle, StepContext, WorkflowContext, step, workflow
+from fxtr import (
+    ArrayHandle,
+    BoundID,
+    Entity,
+    ScalarHandle,
+    StepContext,
+    WorkflowContext,
+    step,
+    workflow,
+)
 
 
 class Judge(Entity):
@@ -34,8 +43,7 @@ async def grade_answer(
 ) -> float:
     """1.0 when the judge says the answer matches the expected one, else 0.0."""
     api = model_api(judge.model_name, reply=scripted_judge)
-    prompt = (f"{judge.rubric}\nQuestion: {question}\nExpected answer: {expected}\n"
-              f"Answer: {answer}")
+    prompt = f"{judge.rubric}\nQuestion: {question}\nExpected answer: {expected}\nAnswer: {answer}"
     try:
         verdict = (await api.generate(ask(prompt))).text
     finally:
@@ -55,13 +63,21 @@ async def evaluate(
 ) -> Annotated[ArrayHandle[float], "[model: str, case: str]"]:
     """Answer every case with every model, then grade each answer."""
     answers = context.run_step(
-        "answer", answer, {"model": model, "question": question, "provider": provider},
+        "answer",
+        answer,
+        {"model": model, "question": question, "provider": provider},
         map_over=["model", "case"],
     )
     return context.run_step(
-        "judge", grade_answer,
-        {"judge": judge, "question": question, "expected": expected, "answer": answers,
-         "provider": provider},
+        "judge",
+        grade_answer,
+        {
+            "judge": judge,
+            "question": question,
+            "expected": expected,
+            "answer": answers,
+            "provider": provider,
+        },
         map_over=["model", "case"],
     )
 

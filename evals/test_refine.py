@@ -49,7 +49,8 @@ async def review_draft(context: StepContext, draft: Draft, provider: str) -> Rev
         return Review(satisfied=True, proposal=None)
     api = model_api("gpt-4o-mini", reply=_writer_reply)
     prompt = f"Add one bullet to this outline on {draft.topic}:\n" + "".join(
-        f"\n- {b}" for b in draft.bullets)
+        f"\n- {b}" for b in draft.bullets
+    )
     try:
         bullet = (await api.generate(ask(prompt))).text.strip()
     finally:
@@ -75,8 +76,9 @@ async def refine_one(
     """Revise one topic's outline until the reviewer is satisfied (at most MAX_ROUNDS)."""
     current = context.run_step("start", start, {"topic": topic})
     for round in range(MAX_ROUNDS):
-        review = context.run_step(f"review_{round}", review_draft,
-                                  {"draft": current, "provider": provider})
+        review = context.run_step(
+            f"review_{round}", review_draft, {"draft": current, "provider": provider}
+        )
         proposal = await review.field("proposal").collect().item()
         if proposal is None:
             break
@@ -92,8 +94,9 @@ async def refine_all(
     topic: Annotated[ArrayHandle[str], "[case: str]"],
     provider: ScalarHandle[str],
 ) -> Annotated[ArrayHandle[int], "[case: str]"]:
-    return context.run_child_workflow("refine", refine_one, {"topic": topic, "provider": provider},
-                                      map_over=["case"])
+    return context.run_child_workflow(
+        "refine", refine_one, {"topic": topic, "provider": provider}, map_over=["case"]
+    )
 
 
 @pytest.mark.fxtr(refine_all, inputs={"provider": PROVIDER})

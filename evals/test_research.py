@@ -29,11 +29,13 @@ async def brief(context: StepContext, market: str, provider: str) -> dict:
     client = Client({"analyst": model_api("gpt-4o-mini", reply=_analyst)})
     with client.task(f"research {market}"):
         found = await client.messages.create(
-            messages=[{"role": "user", "content": f"Who are the top 3 competitors in {market}?"}])
+            messages=[{"role": "user", "content": f"Who are the top 3 competitors in {market}?"}]
+        )
         names = [n.strip() for n in found.text.split(",")]
         prices = client.step("fetch-pricing", lookup_prices, names)
         summary = await client.messages.create(
-            messages=[{"role": "user", "content": f"Compare {names} at prices {prices}."}])
+            messages=[{"role": "user", "content": f"Compare {names} at prices {prices}."}]
+        )
     return {"competitors": names, "prices": prices, "summary": summary.text}
 
 
@@ -50,8 +52,9 @@ async def evaluate(
     market: Annotated[ArrayHandle[str], "[case: str]"],
     provider: ScalarHandle[str],
 ) -> Annotated[ArrayHandle[float], "[case: str]"]:
-    briefs = context.run_step("brief", brief, {"market": market, "provider": provider},
-                              map_over=["case"])
+    briefs = context.run_step(
+        "brief", brief, {"market": market, "provider": provider}, map_over=["case"]
+    )
     return context.run_step("score", score, {"brief": briefs}, map_over=["case"])
 
 

@@ -67,22 +67,26 @@ def parse_marker(item: pytest.Item) -> Eval:
     where = f"@pytest.mark.fxtr on {_function_nodeid(item)}"
     problems: list[str] = []
     if len(mark.args) != 1 or not isinstance(mark.args[0], WorkflowDefinition):
-        problems.append(
-            f"takes one positional argument, the @workflow to run, got {mark.args!r}"
-        )
+        problems.append(f"takes one positional argument, the @workflow to run, got {mark.args!r}")
     unknown = set(mark.kwargs) - {"dims", "inputs", "threshold"}
     if unknown:
-        problems.append(f"has unknown arguments {sorted(unknown)!r}; use dims=, inputs=, threshold=")
+        problems.append(
+            f"has unknown arguments {sorted(unknown)!r}; use dims=, inputs=, threshold="
+        )
     groups = _parametrize_argnames(item)
     argnames = [a for g in groups for a in g]
     if not argnames:
-        problems.append("needs a parametrized test: add @pytest.mark.parametrize(...) for the cases")
+        problems.append(
+            "needs a parametrized test: add @pytest.mark.parametrize(...) for the cases"
+        )
     dims_raw = mark.kwargs.get("dims")
     dims: dict[str, tuple[str, ...]] = {}
     if dims_raw is None:
         dims = {"case": tuple(argnames)}
     elif not isinstance(dims_raw, dict):
-        problems.append(f"dims= must be a dict of dimension name to argument name(s), got {dims_raw!r}")
+        problems.append(
+            f"dims= must be a dict of dimension name to argument name(s), got {dims_raw!r}"
+        )
     else:
         for dim, names in dims_raw.items():
             names = (names,) if isinstance(names, str) else tuple(names)
@@ -100,14 +104,18 @@ def parse_marker(item: pytest.Item) -> Eval:
             if listed.count(name) > 1:
                 problems.append(f"argument {name!r} is in more than one dimension")
             elif name not in listed:
-                problems.append(f"parametrized argument {name!r} is in no dimension; add it to dims=")
+                problems.append(
+                    f"parametrized argument {name!r} is in no dimension; add it to dims="
+                )
     inputs = mark.kwargs.get("inputs") or {}
     if not isinstance(inputs, dict):
         problems.append(f"inputs= must be a dict of workflow input name to value, got {inputs!r}")
         inputs = {}
     threshold = mark.kwargs.get("threshold")
     if threshold is not None and (
-        isinstance(threshold, bool) or not isinstance(threshold, (int, float)) or math.isnan(threshold)
+        isinstance(threshold, bool)
+        or not isinstance(threshold, (int, float))
+        or math.isnan(threshold)
     ):
         problems.append(f"threshold= must be a number, got {threshold!r}")
     if not problems:
@@ -115,7 +123,9 @@ def parse_marker(item: pytest.Item) -> Eval:
         params = workflow.signature.params
         for name in inputs:
             if name not in params:
-                problems.append(f"inputs= names {name!r}, which workflow {workflow.name!r} does not take")
+                problems.append(
+                    f"inputs= names {name!r}, which workflow {workflow.name!r} does not take"
+                )
             if name in argnames:
                 problems.append(f"{name!r} is both parametrized and in inputs=; give it once")
         missing = [p for p in params if p not in inputs and p not in argnames]
@@ -127,7 +137,10 @@ def parse_marker(item: pytest.Item) -> Eval:
     if problems:
         raise pytest.UsageError(f"{where}: " + "; ".join(problems) + ".")
     return Eval(
-        nodeid=_function_nodeid(item), workflow=mark.args[0], dims=dims, inputs=dict(inputs),
+        nodeid=_function_nodeid(item),
+        workflow=mark.args[0],
+        dims=dims,
+        inputs=dict(inputs),
         threshold=None if threshold is None else float(threshold),
     )
 
@@ -156,8 +169,10 @@ def item_keys(ev: Eval, item: pytest.Item) -> dict[str, str]:
 
 
 def job_inputs(ev: Eval) -> dict[str, Any]:
-    """The job's inputs: one array per parametrized argument over its dimension's keys,
-    and the marker's fixed inputs."""
+    """The job's inputs: an array per parametrized argument, and the marker's inputs.
+
+    Each parametrized argument becomes an array over its dimension's keys.
+    """
     from fxtr import Array
 
     params = ev.workflow.signature.params
@@ -190,8 +205,6 @@ def resume_key(ev: Eval, inputs: dict[str, Any]) -> str:
 
 def run_job(ev: Eval, settings: Any, run_id: str, progress: Callable[[Any], None] | None) -> None:
     """Run (or resume) the eval's job once; keep the result or the error on the eval."""
-    import asyncio
-
     from fxtr.experiment._jobs import launch, resume
     from fxtr.store import open_store
 
@@ -201,8 +214,13 @@ def run_job(ev: Eval, settings: Any, run_id: str, progress: Callable[[Any], None
         inputs = job_inputs(ev)
         store = open_store(settings.store)
         key = resume_key(ev, inputs)
-        options = {"store": store, "conflict": settings.conflict, "verify": settings.verify,
-                   "concurrency": settings.concurrency, "on_invocation": progress}
+        options = {
+            "store": store,
+            "conflict": settings.conflict,
+            "verify": settings.verify,
+            "concurrency": settings.concurrency,
+            "on_invocation": progress,
+        }
         last = store.get_last_job(key) if settings.resume else None
         if last is not None and store.has_job(last):
             coro = resume(last, workflow=ev.workflow, **options)
@@ -239,14 +257,15 @@ def _run_sync(coro: Any) -> Any:
     return box["value"]
 
 
-def slice_for(ev: Eval, item: pytest.Item) -> tuple[Any, list[tuple[tuple[Any, ...], Any]], str | None]:
+def slice_for(
+    ev: Eval, item: pytest.Item
+) -> tuple[Any, list[tuple[tuple[Any, ...], Any]], str | None]:
     """The item's slice of the output, its numeric cells for scoring, and why it fails (if).
 
     Returns:
         ``(value, cells, failure)``: the value the ``result`` fixture gives, the
         ``(full key, value)`` cells it covers, and a failure message or ``None``.
     """
-    from fxtr import Array
     from fxtr.tracing._jobgraph import split_address
 
     keys = item_keys(ev, item)
@@ -261,7 +280,8 @@ def slice_for(ev: Eval, item: pytest.Item) -> tuple[Any, list[tuple[tuple[Any, .
         return None, [], f"the output of job {job.job_id} has no cell for {select!r}"
     pos = [partial.dims.index(d) for d in partial.dims]
     cells = [
-        (k, v) for k, v in partial.items()
+        (k, v)
+        for k, v in partial.items()
         if all(k[pos[i]] == select[d] for i, d in enumerate(partial.dims) if d in select)
     ]
     gone = [(k, missing[k]) for k, _ in cells if k in missing]
@@ -276,7 +296,9 @@ def slice_for(ev: Eval, item: pytest.Item) -> tuple[Any, list[tuple[tuple[Any, .
             if all(inv_keys.get(d, v) == v for d, v in keys.items()):
                 related.append(inv)
         lines = [f"{len(gone)} of {len(cells)} output cell(s) for {keys} have no value."]
-        for inv in sorted(related, key=lambda i: ("failed", "needs_review", "skipped").index(i.status)):
+        for inv in sorted(
+            related, key=lambda i: ("failed", "needs_review", "skipped").index(i.status)
+        ):
             reason = f" [{inv.reason}]" if inv.reason else ""
             lines.append(f"  {inv.status}{reason}: step {inv.step!r} at {inv.address}: {inv.error}")
         if not related:
@@ -290,7 +312,8 @@ def _job_failure(ev: Eval, keys: dict[str, str]) -> str:
     job = ev.job
     failed = [w for w in job.workflows if w.status != "succeeded"]
     if failed:
-        return f"workflow {failed[0].workflow!r} at {failed[0].address} {failed[0].status}: {failed[0].error}"
+        wf = failed[0]
+        return f"workflow {wf.workflow!r} at {wf.address} {wf.status}: {wf.error}"
     return f"job {job.job_id} ended {job.status} with no output"
 
 
@@ -303,11 +326,18 @@ def numeric(value: Any) -> float | None:
     return None
 
 
-def item_properties(ev: Eval, item: pytest.Item, cells: list[tuple[tuple[Any, ...], Any]],
-                    failure: str | None, fail_under: float | None) -> list[tuple[str, str]]:
+def item_properties(
+    ev: Eval,
+    item: pytest.Item,
+    cells: list[tuple[tuple[Any, ...], Any]],
+    failure: str | None,
+    fail_under: float | None,
+) -> list[tuple[str, str]]:
     """What the controller needs to score and summarize, as report properties."""
     job = ev.job
-    dims = list(job.partial_output.dims) if job is not None and job.partial_output is not None else []
+    dims = (
+        list(job.partial_output.dims) if job is not None and job.partial_output is not None else []
+    )
     keys = item_keys(ev, item)
     threshold = ev.threshold if ev.threshold is not None else fail_under
     payload = {

@@ -42,20 +42,48 @@ class Settings:
 def add_options(parser: pytest.Parser) -> None:
     """Register the ``--fxtr-*`` options and their ini twins."""
     group = parser.getgroup("fxtr", "fxtr evaluation harness")
-    group.addoption("--fxtr-resume", action="store_true", default=None,
-                    help="resume the last job of each eval: only failed steps run")
-    group.addoption("--fxtr-cache-dir", default=None, metavar="PATH",
-                    help="the fxtr store (default: <rootdir>/.fxtr)")
-    group.addoption("--fxtr-cache-conflict", default=None, metavar="POLICY",
-                    help="review (default) or overwrite cached results computed from other inputs or code")
-    group.addoption("--fxtr-no-verify", action="store_true", default=None,
-                    help="do not replay workflows to verify they are deterministic")
-    group.addoption("--fxtr-concurrency", default=None, metavar="N",
-                    help="steps that run at once per job (default: 32)")
-    group.addoption("--fxtr-fail-under", default=None, metavar="SCORE",
-                    help="default threshold for the mean score of every group")
-    group.addoption("--fxtr-report", default=None, metavar="PATH",
-                    help="write a JSON report of jobs, invocations, cost and scores")
+    group.addoption(
+        "--fxtr-resume",
+        action="store_true",
+        default=None,
+        help="resume the last job of each eval: only failed steps run",
+    )
+    group.addoption(
+        "--fxtr-cache-dir",
+        default=None,
+        metavar="PATH",
+        help="the fxtr store (default: <rootdir>/.fxtr)",
+    )
+    group.addoption(
+        "--fxtr-cache-conflict",
+        default=None,
+        metavar="POLICY",
+        help="review (default) or overwrite cached results computed from other inputs or code",
+    )
+    group.addoption(
+        "--fxtr-no-verify",
+        action="store_true",
+        default=None,
+        help="do not replay workflows to verify they are deterministic",
+    )
+    group.addoption(
+        "--fxtr-concurrency",
+        default=None,
+        metavar="N",
+        help="steps that run at once per job (default: 32)",
+    )
+    group.addoption(
+        "--fxtr-fail-under",
+        default=None,
+        metavar="SCORE",
+        help="default threshold for the mean score of every group",
+    )
+    group.addoption(
+        "--fxtr-report",
+        default=None,
+        metavar="PATH",
+        help="write a JSON report of jobs, invocations, cost and scores",
+    )
     parser.addini("fxtr_resume", "resume the last job of each eval", type="bool", default=False)
     parser.addini("fxtr_cache_dir", "the fxtr store directory", default=None)
     parser.addini("fxtr_cache_conflict", "review or overwrite", default=None)
@@ -91,7 +119,9 @@ def resolve(config: pytest.Config) -> Settings:
         if concurrency < 1:
             raise ValueError
     except (TypeError, ValueError):
-        problems.append(f"--fxtr-concurrency must be a positive whole number, got {concurrency_raw!r}.")
+        problems.append(
+            f"--fxtr-concurrency must be a positive whole number, got {concurrency_raw!r}."
+        )
         concurrency = 32
     fail_raw = _pick(config, "fail_under")
     fail_under: float | None = None

@@ -1,5 +1,8 @@
-"""Scores, the ``fxtr summary`` section and the JSON report, built on the controller from
-item reports and the store (so pytest-xdist workers and a plain run look the same)."""
+"""Scores, the ``fxtr summary`` section and the JSON report.
+
+All are built on the controller from item reports and the store, so pytest-xdist workers and
+a plain run look the same.
+"""
 
 from __future__ import annotations
 
@@ -62,8 +65,15 @@ class Score:
         return ", ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
-        return {"group": self.group, "mean": self.mean, "stderr": self.stderr, "n": self.n,
-                "missing": self.missing, "threshold": self.threshold, "passed": self.passed}
+        return {
+            "group": self.group,
+            "mean": self.mean,
+            "stderr": self.stderr,
+            "n": self.n,
+            "missing": self.missing,
+            "threshold": self.threshold,
+            "passed": self.passed,
+        }
 
 
 def scores(payloads: list[dict[str, Any]]) -> list[Score]:
@@ -72,19 +82,25 @@ def scores(payloads: list[dict[str, Any]]) -> list[Score]:
     seen: set[tuple[str, tuple[Any, ...]]] = set()
     missing_items: dict[tuple[str, str], set[str]] = defaultdict(set)
     for p in payloads:
-        dims = p["dims"] or [d for d in p["keys"] if d != CASE] + ([CASE] if CASE in p["keys"] else [])
+        dims = p["dims"] or [d for d in p["keys"] if d != CASE] + (
+            [CASE] if CASE in p["keys"] else []
+        )
         group_dims = [d for d in dims if d != CASE]
         if p["missing"]:
             group = {d: p["keys"][d] for d in group_dims if d in p["keys"]}
             gkey = (p["eval"], json.dumps(group, sort_keys=True))
-            score = out.setdefault(gkey, Score(p["eval"], p["job_id"], group, [], 0, p["threshold"]))
+            score = out.setdefault(
+                gkey, Score(p["eval"], p["job_id"], group, [], 0, p["threshold"])
+            )
             missing_items[gkey].add(json.dumps(p["keys"], sort_keys=True))
             continue
         for key, value, non_numeric in p["cells"]:
             cell = dict(zip(dims, key, strict=False))
             group = {d: cell[d] for d in group_dims if d in cell}
             gkey = (p["eval"], json.dumps(group, sort_keys=True))
-            score = out.setdefault(gkey, Score(p["eval"], p["job_id"], group, [], 0, p["threshold"]))
+            score = out.setdefault(
+                gkey, Score(p["eval"], p["job_id"], group, [], 0, p["threshold"])
+            )
             if (p["eval"], tuple(key)) in seen:
                 continue
             seen.add((p["eval"], tuple(key)))
@@ -102,12 +118,17 @@ def job_summary(store: Any, job_id: str) -> dict[str, Any]:
     record = store.get_job(job_id)
     invocations = list(store.job_invocations(job_id).values())
     attempt = record["attempts"][-1] if record["attempts"] else {}
-    return {"record": record, "invocations": invocations, "attempt": attempt,
-            "cost": cost_of_invocations(invocations)}
+    return {
+        "record": record,
+        "invocations": invocations,
+        "attempt": attempt,
+        "cost": cost_of_invocations(invocations),
+    }
 
 
 def cost_of_invocations(invocations: list[dict[str, Any]]) -> dict[str, Any]:
     """Calls, tokens and dollars spent in this attempt, and what the cache saved, per model."""
+
     def empty() -> dict[str, Any]:
         return {"calls": 0, "input_tokens": 0, "output_tokens": 0, "usd": 0.0, "saved_usd": 0.0}
 
@@ -133,16 +154,20 @@ def report_json(jobs: dict[str, dict[str, Any]], all_scores: list[Score]) -> dic
     keys = ("address", "step", "status", "from_cache", "reason", "error", "warnings")
     out = []
     for job_id, info in jobs.items():
-        out.append({
-            "job_id": job_id,
-            "workflow": info["record"]["workflow"],
-            "status": info["attempt"].get("status"),
-            "attempt": info["attempt"].get("attempt"),
-            "invocations": [{k: inv.get(k, {"from_cache": False, "warnings": []}.get(k)) for k in keys}
-                            for inv in sorted(info["invocations"], key=lambda i: i["address"])],
-            "cost": info["cost"],
-            "scores": [s.to_json() for s in all_scores if s.job_id == job_id],
-        })
+        out.append(
+            {
+                "job_id": job_id,
+                "workflow": info["record"]["workflow"],
+                "status": info["attempt"].get("status"),
+                "attempt": info["attempt"].get("attempt"),
+                "invocations": [
+                    {k: inv.get(k, {"from_cache": False, "warnings": []}.get(k)) for k in keys}
+                    for inv in sorted(info["invocations"], key=lambda i: i["address"])
+                ],
+                "cost": info["cost"],
+                "scores": [s.to_json() for s in all_scores if s.job_id == job_id],
+            }
+        )
     return {"jobs": out}
 
 
@@ -167,35 +192,94 @@ def render(tr: Any, jobs: dict[str, dict[str, Any]], all_scores: list[Score], ve
         record, invocations, attempt = info["record"], info["invocations"], info["attempt"]
         tr.write_line(
             f"job {job_id} · {record['workflow']} · attempt {attempt.get('attempt')} · "
-            f"{attempt.get('status')}" + (f" · commit {record['commit'][:10]}"
-                                           + (" (dirty)" if record.get("dirty") else "")
-                                           if record.get("commit") else "")
+            f"{attempt.get('status')}"
+            + (
+                f" · commit {record['commit'][:10]}" + (" (dirty)" if record.get("dirty") else "")
+                if record.get("commit")
+                else ""
+            )
         )
         rows = defaultdict(Counter)
         seconds: dict[str, float] = defaultdict(float)
         for inv in invocations:
             row = rows[inv["step"]]
             row[inv["status"]] += 1
-            row["cached" if inv.get("from_cache") else ("ran" if inv.get("started_at") else "not run")] += 1
+            row[
+                "cached"
+                if inv.get("from_cache")
+                else ("ran" if inv.get("started_at") else "not run")
+            ] += 1
             if inv.get("started_at") and inv.get("ended_at") and not inv.get("from_cache"):
                 seconds[inv["step"]] += inv["ended_at"] - inv["started_at"]
         table = [
-            [step, sum(c[s] for s in ("succeeded", "failed", "skipped", "needs_review")),
-             c["succeeded"], c["failed"], c["skipped"], c["needs_review"], c["ran"], c["cached"],
-             f"{seconds[step]:.2f}s"]
+            [
+                step,
+                sum(c[s] for s in ("succeeded", "failed", "skipped", "needs_review")),
+                c["succeeded"],
+                c["failed"],
+                c["skipped"],
+                c["needs_review"],
+                c["ran"],
+                c["cached"],
+                f"{seconds[step]:.2f}s",
+            ]
             for step, c in sorted(rows.items())
         ]
-        tr.write_line(tabulate(table, disable_numparse=True, headers=["step", "invocations", "ok", "failed", "skipped",
-                                               "review", "ran", "cached", "time"]))
+        tr.write_line(
+            tabulate(
+                table,
+                disable_numparse=True,
+                headers=[
+                    "step",
+                    "invocations",
+                    "ok",
+                    "failed",
+                    "skipped",
+                    "review",
+                    "ran",
+                    "cached",
+                    "time",
+                ],
+            )
+        )
         cost = info["cost"]
         if cost["by_model"]:
             tr.write_line("")
-            table = [[m, c["calls"], c["input_tokens"], c["output_tokens"], _fmt_usd(c["usd"]),
-                      _fmt_usd(c["saved_usd"])] for m, c in sorted(cost["by_model"].items())]
-            table.append(["total", cost["calls"], cost["input_tokens"], cost["output_tokens"],
-                          _fmt_usd(cost["usd"]), _fmt_usd(cost["saved_usd"])])
-            tr.write_line(tabulate(table, disable_numparse=True, headers=["model", "calls", "input tokens",
-                                                   "output tokens", "cost", "saved by cache"]))
+            table = [
+                [
+                    m,
+                    c["calls"],
+                    c["input_tokens"],
+                    c["output_tokens"],
+                    _fmt_usd(c["usd"]),
+                    _fmt_usd(c["saved_usd"]),
+                ]
+                for m, c in sorted(cost["by_model"].items())
+            ]
+            table.append(
+                [
+                    "total",
+                    cost["calls"],
+                    cost["input_tokens"],
+                    cost["output_tokens"],
+                    _fmt_usd(cost["usd"]),
+                    _fmt_usd(cost["saved_usd"]),
+                ]
+            )
+            tr.write_line(
+                tabulate(
+                    table,
+                    disable_numparse=True,
+                    headers=[
+                        "model",
+                        "calls",
+                        "input tokens",
+                        "output tokens",
+                        "cost",
+                        "saved by cache",
+                    ],
+                )
+            )
         failed = [i for i in invocations if i["status"] == "failed"]
         review = [i for i in invocations if i["status"] == "needs_review"]
         if failed or review:
@@ -205,15 +289,23 @@ def render(tr: Any, jobs: dict[str, dict[str, Any]], all_scores: list[Score], ve
                 by_reason[inv.get("reason") or "unknown"].append(inv)
             if review:
                 by_reason["needs_review"] = review
-            table = [[reason, len(invs), invs[0]["address"], _short(invs[0].get("error"), 70)]
-                     for reason, invs in sorted(by_reason.items())]
-            tr.write_line(tabulate(table, disable_numparse=True, headers=["reason", "count", "example", "error"]))
+            table = [
+                [reason, len(invs), invs[0]["address"], _short(invs[0].get("error"), 70)]
+                for reason, invs in sorted(by_reason.items())
+            ]
+            tr.write_line(
+                tabulate(
+                    table, disable_numparse=True, headers=["reason", "count", "example", "error"]
+                )
+            )
             if verbose > 0:
                 for inv in failed + review:
                     tr.write_line(f"  {inv['status']} {inv['address']}: {inv.get('error')}")
             if review:
-                tr.write_line("  cached results came from other inputs or code; rerun with "
-                              "--fxtr-cache-conflict=overwrite to replace them")
+                tr.write_line(
+                    "  cached results came from other inputs or code; rerun with "
+                    "--fxtr-cache-conflict=overwrite to replace them"
+                )
         noticed = [i for i in invocations if i.get("warnings")]
         if noticed:
             tr.write_line("")
@@ -229,17 +321,39 @@ def render(tr: Any, jobs: dict[str, dict[str, Any]], all_scores: list[Score], ve
             tr.write_line("")
             table = []
             for s in job_scores:
-                ci = (f"[{s.mean - 1.96 * s.stderr:.3f}, {s.mean + 1.96 * s.stderr:.3f}]"
-                      if s.mean is not None and s.stderr is not None else "-")
-                table.append([
-                    ", ".join(f"{k}={v}" for k, v in s.group.items()) or "(all)",
-                    "-" if s.mean is None else f"{s.mean:.3f}",
-                    "-" if s.stderr is None else f"±{s.stderr:.3f}", ci, s.n, s.missing,
-                    "-" if s.threshold is None else f"{s.threshold:g}",
-                    "-" if s.threshold is None else ("pass" if s.passed else "FAIL"),
-                ])
-            tr.write_line(tabulate(table, disable_numparse=True, headers=["group", "mean", "stderr", "95% CI", "n",
-                                                   "missing", "threshold", "gate"]))
+                ci = (
+                    f"[{s.mean - 1.96 * s.stderr:.3f}, {s.mean + 1.96 * s.stderr:.3f}]"
+                    if s.mean is not None and s.stderr is not None
+                    else "-"
+                )
+                table.append(
+                    [
+                        ", ".join(f"{k}={v}" for k, v in s.group.items()) or "(all)",
+                        "-" if s.mean is None else f"{s.mean:.3f}",
+                        "-" if s.stderr is None else f"±{s.stderr:.3f}",
+                        ci,
+                        s.n,
+                        s.missing,
+                        "-" if s.threshold is None else f"{s.threshold:g}",
+                        "-" if s.threshold is None else ("pass" if s.passed else "FAIL"),
+                    ]
+                )
+            tr.write_line(
+                tabulate(
+                    table,
+                    disable_numparse=True,
+                    headers=[
+                        "group",
+                        "mean",
+                        "stderr",
+                        "95% CI",
+                        "n",
+                        "missing",
+                        "threshold",
+                        "gate",
+                    ],
+                )
+            )
         tr.write_line("")
     failing = [s for s in all_scores if not s.passed]
     for s in failing:
@@ -248,7 +362,8 @@ def render(tr: Any, jobs: dict[str, dict[str, Any]], all_scores: list[Score], ve
             f"fxtr: score gate failed for {s.eval} ({group}): {s.why()} "
             f"(mean={'-' if s.mean is None else f'{s.mean:.4g}'}, missing={s.missing}, "
             f"threshold={s.threshold:g})",
-            red=True, bold=True,
+            red=True,
+            bold=True,
         )
 
 

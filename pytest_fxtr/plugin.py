@@ -106,9 +106,11 @@ def _progress(config: pytest.Config, state: State, ev: Any) -> Any:
         now = time.monotonic()
         if now - last >= 2.0:
             last = now
-            line = (f"fxtr: {ev.workflow.name}: {counts['done']} steps done "
-                    f"({counts['cached']} cached, {counts['failed']} failed), "
-                    f"${counts['usd']:.4f} so far, {now - start:.0f}s")
+            line = (
+                f"fxtr: {ev.workflow.name}: {counts['done']} steps done "
+                f"({counts['cached']} cached, {counts['failed']} failed), "
+                f"${counts['usd']:.4f} so far, {now - start:.0f}s"
+            )
             if capman is not None:
                 with capman.global_and_fixture_disabled():
                     tr.write_line(line)
@@ -133,13 +135,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             f"the fxtr job of {ev.nodeid} could not run: {type(ev.error).__name__}: {ev.error}"
         )
         item.stash[_RESULT] = None
-        item.user_properties.extend(item_properties(ev, item, [], "job error", state.settings.fail_under))
+        item.user_properties.extend(
+            item_properties(ev, item, [], "job error", state.settings.fail_under)
+        )
         return
     value, cells, failure = slice_for(ev, item)
     item.stash[_RESULT] = value
     if failure is not None:
         item.stash[_FAILURE] = failure
-    item.user_properties.extend(item_properties(ev, item, cells, failure, state.settings.fail_under))
+    item.user_properties.extend(
+        item_properties(ev, item, cells, failure, state.settings.fail_under)
+    )
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -212,7 +218,9 @@ def _junit_properties(config: pytest.Config, state: State) -> None:
         return
     for s in state.scores:
         group = ",".join(f"{k}={v}" for k, v in s.group.items()) or "all"
-        xml.add_global_property(f"fxtr:{s.eval}:{group}:mean", "" if s.mean is None else f"{s.mean:.6g}")
+        xml.add_global_property(
+            f"fxtr:{s.eval}:{group}:mean", "" if s.mean is None else f"{s.mean:.6g}"
+        )
         xml.add_global_property(f"fxtr:{s.eval}:{group}:passed", str(s.passed).lower())
 
 

@@ -69,7 +69,9 @@ async def evaluate(
         "answer", answer, {"config": models, "question": prompts}, map_over=["model", "prompt"]
     )
     scores = context.run_step("score", score, {"answer": answers}, map_over=["model", "prompt"])
-    return context.run_child_workflow("summarize", summarize, {"scores": scores}, map_over=["model"])
+    return context.run_child_workflow(
+        "summarize", summarize, {"scores": scores}, map_over=["model"]
+    )
 
 
 def qa_inputs(prompts: dict[str, str] | None = None, models: tuple[str, ...] = ("a", "b")):

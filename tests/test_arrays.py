@@ -65,7 +65,8 @@ def test_scalar():
 def test_from_mapping_two_dims_and_selection():
     """Nested mappings build a dense array; selection by keys works fully and partly."""
     a = Array.from_mapping(
-        {"a": {"p1": 1.0, "p2": 0.5}, "b": {"p2": 0.0, "p1": 1.0}}, dims=["model", "prompt"],
+        {"a": {"p1": 1.0, "p2": 0.5}, "b": {"p2": 0.0, "p1": 1.0}},
+        dims=["model", "prompt"],
         value_type=float,
     )
     assert a.dims == ("model", "prompt")

@@ -40,19 +40,25 @@ def test_new_keys_run_and_old_ones_are_reused():
     examples.CALLS.clear()
     three = {"p1": "what is two plus two", "p2": "capital of france", "p3": "new"}
     result = run(evaluate, qa_inputs(three))
-    assert sorted(examples.CALLS) == sorted([
-        "qa.evaluate/answer[model=a,prompt=p3]", "qa.evaluate/answer[model=b,prompt=p3]",
-        "qa.evaluate/score[model=a,prompt=p3]", "qa.evaluate/score[model=b,prompt=p3]",
-    ])
+    assert sorted(examples.CALLS) == sorted(
+        [
+            "qa.evaluate/answer[model=a,prompt=p3]",
+            "qa.evaluate/answer[model=b,prompt=p3]",
+            "qa.evaluate/score[model=a,prompt=p3]",
+            "qa.evaluate/score[model=b,prompt=p3]",
+        ]
+    )
     assert result.status == "needs_review"
     assert {c.address for c in result.conflicts} == {
-        "qa.evaluate/summarize[model=a]/mean", "qa.evaluate/summarize[model=b]/mean",
+        "qa.evaluate/summarize[model=a]/mean",
+        "qa.evaluate/summarize[model=b]/mean",
     }
     assert all(c.conflict["inputs"] == ["scores"] for c in result.conflicts)
     examples.CALLS.clear()
     result = run(evaluate, qa_inputs(three), conflict="overwrite")
     assert sorted(examples.CALLS) == [
-        "qa.evaluate/summarize[model=a]/mean", "qa.evaluate/summarize[model=b]/mean",
+        "qa.evaluate/summarize[model=a]/mean",
+        "qa.evaluate/summarize[model=b]/mean",
     ]
     assert result.status == "succeeded"
 
@@ -82,8 +88,11 @@ def test_overwrite_reruns_and_keeps_history_that_can_be_restored():
     store = open_store(".fxtr")
     address = "qa.evaluate/answer[model=a,prompt=p2]"
     old = store.get_entry(address)
-    result = run(evaluate, qa_inputs({"p1": "what is two plus two", "p2": "capital of italy"}),
-                 conflict="overwrite")
+    result = run(
+        evaluate,
+        qa_inputs({"p1": "what is two plus two", "p2": "capital of italy"}),
+        conflict="overwrite",
+    )
     assert result.status == "succeeded"
     assert address in examples.CALLS
     new = store.get_entry(address)
@@ -101,7 +110,9 @@ def test_overwrite_reruns_and_keeps_history_that_can_be_restored():
 
 def test_bad_conflict_policy_lists_the_valid_ones():
     """An unknown policy is a ValueError naming the choices."""
-    with pytest.raises(ValueError, match="'keep' is not a valid conflict policy. Valid policies: review, overwrite"):
+    with pytest.raises(
+        ValueError, match="'keep' is not a valid conflict policy. Valid policies: review, overwrite"
+    ):
         run(evaluate, qa_inputs(), conflict="keep")
 
 
@@ -127,8 +138,7 @@ async def drifting_v2(context: StepContext, x: int) -> int:
 async def drifting_v1_reformatted(context: StepContext, x: int) -> int:
     """A docstring and a comment do not change the code."""
     # comment
-    return (x
-            + 1)
+    return x + 1
 
 
 @step(name="t.drifting", version="2")
@@ -197,8 +207,12 @@ def test_two_processes_reaching_one_address_run_it_once(tmp_path):
     runs = tmp_path / "runs.txt"
     start = str(time.time() + 1.5)
     procs = [
-        subprocess.Popen([sys.executable, str(script), str(runs), start, str(tmp_path / "store")],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        subprocess.Popen(
+            [sys.executable, str(script), str(runs), start, str(tmp_path / "store")],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for _ in range(2)
     ]
     outs = [p.communicate(timeout=60) for p in procs]
@@ -212,10 +226,18 @@ def test_two_processes_reaching_one_address_run_it_once(tmp_path):
 def test_claim_of_a_dead_holder_is_taken_over(tmp_path):
     """A claim left by a process that is gone does not block the next run."""
     store = open_store(tmp_path / "s")
-    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
-                          capture_output=True, text=True, check=True)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     pid = int(dead.stdout)
-    store.cache.set("c|t.drift/s", json.dumps({"holder": "gone", "host": __import__("socket").gethostname(), "pid": pid}), expire=300)
+    store.cache.set(
+        "c|t.drift/s",
+        json.dumps({"holder": "gone", "host": __import__("socket").gethostname(), "pid": pid}),
+        expire=300,
+    )
     result = run(_drift_workflow(drifting_v1), {"x": 1}, store=store)
     assert result.status == "succeeded"
 
@@ -223,7 +245,9 @@ def test_claim_of_a_dead_holder_is_taken_over(tmp_path):
 def test_expired_lease_is_taken_over(tmp_path):
     """A claim whose lease expired is free."""
     store = open_store(tmp_path / "s")
-    store.cache.set("c|a", json.dumps({"holder": "other", "host": "elsewhere", "pid": 1}), expire=0.01)
+    store.cache.set(
+        "c|a", json.dumps({"holder": "other", "host": "elsewhere", "pid": 1}), expire=0.01
+    )
     import time
 
     time.sleep(0.05)

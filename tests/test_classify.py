@@ -30,49 +30,301 @@ def oai(message, type_=None, code=None, param=None):
 
 
 def ant(type_, message):
-    return {"type": "error", "error": {"type": type_, "message": message},
-            "request_id": "req_011CbrFTcXhtiMzr3s6EocF7"}
+    return {
+        "type": "error",
+        "error": {"type": type_, "message": message},
+        "request_id": "req_011CbrFTcXhtiMzr3s6EocF7",
+    }
 
 
 # (provider, status, body, category, reason): bodies as providers and proxies send them
 CASES = [
-    ("openai", 429, oai("Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Used 29500.", "tokens", "rate_limit_exceeded"), "rate_limit", "budget"),
-    ("openai", 429, oai("You exceeded your current quota, please check your plan and billing details.", "insufficient_quota", "insufficient_quota"), "quota", "budget"),
-    ("openai", 400, oai("This model's maximum context length is 8192 tokens. However, your messages resulted in 8227 tokens. Please reduce the length of the messages.", "invalid_request_error", "context_length_exceeded", "messages"), "context_overflow", "context_overflow"),
-    ("openai", 400, oai("max_tokens is too large: 10000. This model supports at most 4096 completion tokens, whereas you provided 10000.", "invalid_request_error", None, "max_tokens"), "output_limit", "unknown"),
-    ("openai", 400, oai("The response was filtered due to the prompt triggering Azure OpenAI's content management policy.", None, "content_filter", "prompt"), "content_filter", "refusal"),
-    ("openai", 400, oai("Your request was rejected as a result of our safety system.", "invalid_request_error", "content_policy_violation"), "content_filter", "refusal"),
-    ("openai", 401, oai("Incorrect API key provided: sk-abc12***************************wxyz.", "invalid_request_error", "invalid_api_key"), "auth", "unknown"),
-    ("openai", 404, oai("The model `gpt-4-32k-0314` has been deprecated.", "invalid_request_error", "model_not_found"), "not_found", "unknown"),
-    ("openai", 500, oai("The server had an error while processing your request. Sorry about that!", "server_error"), "server_error", "unknown"),
-    ("openai", 503, oai("The engine is currently overloaded, please try again later", "server_error"), "overloaded", "unknown"),
-    ("openai", 403, oai("You are not allowed to generate content with this model: your account is suspended for billing reasons.", "billing_error"), "billing", "budget"),
+    (
+        "openai",
+        429,
+        oai(
+            "Rate limit reached for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Used 29500.",
+            "tokens",
+            "rate_limit_exceeded",
+        ),
+        "rate_limit",
+        "budget",
+    ),
+    (
+        "openai",
+        429,
+        oai(
+            "You exceeded your current quota, please check your plan and billing details.",
+            "insufficient_quota",
+            "insufficient_quota",
+        ),
+        "quota",
+        "budget",
+    ),
+    (
+        "openai",
+        400,
+        oai(
+            "This model's maximum context length is 8192 tokens. However, your messages resulted in 8227 tokens. Please reduce the length of the messages.",
+            "invalid_request_error",
+            "context_length_exceeded",
+            "messages",
+        ),
+        "context_overflow",
+        "context_overflow",
+    ),
+    (
+        "openai",
+        400,
+        oai(
+            "max_tokens is too large: 10000. This model supports at most 4096 completion tokens, whereas you provided 10000.",
+            "invalid_request_error",
+            None,
+            "max_tokens",
+        ),
+        "output_limit",
+        "unknown",
+    ),
+    (
+        "openai",
+        400,
+        oai(
+            "The response was filtered due to the prompt triggering Azure OpenAI's content management policy.",
+            None,
+            "content_filter",
+            "prompt",
+        ),
+        "content_filter",
+        "refusal",
+    ),
+    (
+        "openai",
+        400,
+        oai(
+            "Your request was rejected as a result of our safety system.",
+            "invalid_request_error",
+            "content_policy_violation",
+        ),
+        "content_filter",
+        "refusal",
+    ),
+    (
+        "openai",
+        401,
+        oai(
+            "Incorrect API key provided: sk-abc12***************************wxyz.",
+            "invalid_request_error",
+            "invalid_api_key",
+        ),
+        "auth",
+        "unknown",
+    ),
+    (
+        "openai",
+        404,
+        oai(
+            "The model `gpt-4-32k-0314` has been deprecated.",
+            "invalid_request_error",
+            "model_not_found",
+        ),
+        "not_found",
+        "unknown",
+    ),
+    (
+        "openai",
+        500,
+        oai(
+            "The server had an error while processing your request. Sorry about that!",
+            "server_error",
+        ),
+        "server_error",
+        "unknown",
+    ),
+    (
+        "openai",
+        503,
+        oai("The engine is currently overloaded, please try again later", "server_error"),
+        "overloaded",
+        "unknown",
+    ),
+    (
+        "openai",
+        403,
+        oai(
+            "You are not allowed to generate content with this model: your account is suspended for billing reasons.",
+            "billing_error",
+        ),
+        "billing",
+        "budget",
+    ),
     ("openai", 402, {"detail": "Payment Required"}, "billing", "budget"),
-    ("openai", 400, {"error": {"message": "litellm.BadRequestError: OpenAIException - Budget has been exceeded! Current cost: 14.2, Max budget: 10.0", "type": None, "param": None, "code": "400"}}, "billing", "budget"),
-    ("openai", 422, {"error": {"message": "Budget has been exceeded! Current cost: 1000.3, Max budget: 1000.0", "type": "budget_exceeded", "code": "422"}}, "billing", "budget"),
-    ("openai", 400, {"error": {"message": "Upstream provider error: error code 429 returned by upstream, please retry", "type": "upstream_error", "code": 400}}, "invalid_request", "unknown"),
-    ("openai", 413, {"error": {"message": "Request Entity Too Large"}}, "payload_too_large", "unknown"),
-    ("openai", 401, {"error": {"message": "Authentication Error, ExceededBudget: User=alice over budget. Spend=2.1, Budget=2.0", "type": "auth_error", "code": "401"}}, "billing", "budget"),
-    ("openai", 400, {"__type": "ServiceQuotaExceededException", "message": "Your request exceeds the service quota for your account."}, "quota", "budget"),
-    ("openai", 429, {"__type": "ThrottlingException", "message": "Too many requests, please wait before trying again."}, "rate_limit", "budget"),
-    ("openai", 429, {"error": {"code": 429, "message": "Resource has been exhausted (e.g. check quota).", "status": "RESOURCE_EXHAUSTED"}}, "quota", "budget"),
+    (
+        "openai",
+        400,
+        {
+            "error": {
+                "message": "litellm.BadRequestError: OpenAIException - Budget has been exceeded! Current cost: 14.2, Max budget: 10.0",
+                "type": None,
+                "param": None,
+                "code": "400",
+            }
+        },
+        "billing",
+        "budget",
+    ),
+    (
+        "openai",
+        422,
+        {
+            "error": {
+                "message": "Budget has been exceeded! Current cost: 1000.3, Max budget: 1000.0",
+                "type": "budget_exceeded",
+                "code": "422",
+            }
+        },
+        "billing",
+        "budget",
+    ),
+    (
+        "openai",
+        400,
+        {
+            "error": {
+                "message": "Upstream provider error: error code 429 returned by upstream, please retry",
+                "type": "upstream_error",
+                "code": 400,
+            }
+        },
+        "invalid_request",
+        "unknown",
+    ),
+    (
+        "openai",
+        413,
+        {"error": {"message": "Request Entity Too Large"}},
+        "payload_too_large",
+        "unknown",
+    ),
+    (
+        "openai",
+        401,
+        {
+            "error": {
+                "message": "Authentication Error, ExceededBudget: User=alice over budget. Spend=2.1, Budget=2.0",
+                "type": "auth_error",
+                "code": "401",
+            }
+        },
+        "billing",
+        "budget",
+    ),
+    (
+        "openai",
+        400,
+        {
+            "__type": "ServiceQuotaExceededException",
+            "message": "Your request exceeds the service quota for your account.",
+        },
+        "quota",
+        "budget",
+    ),
+    (
+        "openai",
+        429,
+        {
+            "__type": "ThrottlingException",
+            "message": "Too many requests, please wait before trying again.",
+        },
+        "rate_limit",
+        "budget",
+    ),
+    (
+        "openai",
+        429,
+        {
+            "error": {
+                "code": 429,
+                "message": "Resource has been exhausted (e.g. check quota).",
+                "status": "RESOURCE_EXHAUSTED",
+            }
+        },
+        "quota",
+        "budget",
+    ),
     ("openai", 504, "<html><body>504 Gateway Time-out</body></html>", "timeout", "unknown"),
     ("anthropic", 529, ant("overloaded_error", "Overloaded"), "overloaded", "unknown"),
-    ("anthropic", 429, ant("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"), "rate_limit", "budget"),
-    ("anthropic", 400, ant("invalid_request_error", "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits."), "billing", "budget"),
-    ("anthropic", 400, ant("invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum"), "context_overflow", "context_overflow"),
-    ("anthropic", 400, ant("invalid_request_error", "max_tokens: 128001 > 64000, which is the maximum allowed number of output tokens for claude-opus-4-5-20251101"), "output_limit", "unknown"),
-    ("anthropic", 413, ant("request_too_large", "Request exceeds the maximum allowed number of bytes."), "payload_too_large", "unknown"),
+    (
+        "anthropic",
+        429,
+        ant("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit"),
+        "rate_limit",
+        "budget",
+    ),
+    (
+        "anthropic",
+        400,
+        ant(
+            "invalid_request_error",
+            "Your credit balance is too low to access the Anthropic API. Please go to Plans & Billing to upgrade or purchase credits.",
+        ),
+        "billing",
+        "budget",
+    ),
+    (
+        "anthropic",
+        400,
+        ant("invalid_request_error", "prompt is too long: 208310 tokens > 200000 maximum"),
+        "context_overflow",
+        "context_overflow",
+    ),
+    (
+        "anthropic",
+        400,
+        ant(
+            "invalid_request_error",
+            "max_tokens: 128001 > 64000, which is the maximum allowed number of output tokens for claude-opus-4-5-20251101",
+        ),
+        "output_limit",
+        "unknown",
+    ),
+    (
+        "anthropic",
+        413,
+        ant("request_too_large", "Request exceeds the maximum allowed number of bytes."),
+        "payload_too_large",
+        "unknown",
+    ),
     ("anthropic", 401, ant("authentication_error", "invalid x-api-key"), "auth", "unknown"),
-    ("anthropic", 403, ant("permission_error", "Your API key does not have permission to use the specified resource."), "permission", "unknown"),
+    (
+        "anthropic",
+        403,
+        ant(
+            "permission_error",
+            "Your API key does not have permission to use the specified resource.",
+        ),
+        "permission",
+        "unknown",
+    ),
     ("anthropic", 404, ant("not_found_error", "model: claude-2.0"), "not_found", "unknown"),
     ("anthropic", 500, ant("api_error", "Internal server error"), "server_error", "unknown"),
-    ("anthropic", 403, ant("invalid_request_error", "This request would exceed your organization's monthly usage limit; contact sales or raise your spend limit."), "billing", "budget"),
+    (
+        "anthropic",
+        403,
+        ant(
+            "invalid_request_error",
+            "This request would exceed your organization's monthly usage limit; contact sales or raise your spend limit.",
+        ),
+        "billing",
+        "budget",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("provider", "status", "body", "category", "reason"), CASES,
-                         ids=[f"{c[0]}-{c[1]}-{c[3]}-{i}" for i, c in enumerate(CASES)])
+@pytest.mark.parametrize(
+    ("provider", "status", "body", "category", "reason"),
+    CASES,
+    ids=[f"{c[0]}-{c[1]}-{c[3]}-{i}" for i, c in enumerate(CASES)],
+)
 def test_provider_bodies_through_respx(provider, status, body, category, reason):
     """Each real-shaped failure body gets its category and reason through the client."""
 
@@ -80,7 +332,9 @@ def test_provider_bodies_through_respx(provider, status, body, category, reason)
         with respx.mock(assert_all_called=True) as mock:
             content = body if isinstance(body, str) else json.dumps(body)
             if provider == "openai":
-                mock.post("https://api.openai.com/v1/chat/completions").respond(status, text=content)
+                mock.post("https://api.openai.com/v1/chat/completions").respond(
+                    status, text=content
+                )
                 api = OpenAIChatAPI("gpt-4o-mini", api_key="sk-test-key-123456")
             else:
                 mock.post("https://api.anthropic.com/v1/messages").respond(status, text=content)
@@ -102,7 +356,9 @@ def test_provider_bodies_through_respx(provider, status, body, category, reason)
 def test_httpx_status_error_is_read_from_its_response():
     """An httpx.HTTPStatusError raised by user code is classified by status and body."""
     request = httpx.Request("POST", "https://api.openai.com/v1/chat/completions")
-    response = httpx.Response(429, json=oai("Rate limit reached", "requests", "rate_limit_exceeded"), request=request)
+    response = httpx.Response(
+        429, json=oai("Rate limit reached", "requests", "rate_limit_exceeded"), request=request
+    )
     error = httpx.HTTPStatusError("429", request=request, response=response)
     assert failure_category(error) == "rate_limit"
     assert classify(error) == "budget"
@@ -120,8 +376,23 @@ class SDKError(Exception):
 @pytest.mark.parametrize(
     ("error", "reason"),
     [
-        (SDKError(400, oai("...", "invalid_request_error", "context_length_exceeded")), "context_overflow"),
-        (SDKError(400, {"type": "error", "error": {"type": "invalid_request_error", "message": "Your credit balance is too low"}}), "budget"),
+        (
+            SDKError(400, oai("...", "invalid_request_error", "context_length_exceeded")),
+            "context_overflow",
+        ),
+        (
+            SDKError(
+                400,
+                {
+                    "type": "error",
+                    "error": {
+                        "type": "invalid_request_error",
+                        "message": "Your credit balance is too low",
+                    },
+                },
+            ),
+            "budget",
+        ),
         (SDKError(429, None), "budget"),
         (SDKError(529, None), "unknown"),
         (TimeoutError("pricing API timed out"), "tool_error"),
@@ -149,8 +420,14 @@ def test_transport_categories():
     assert failure_category(ValueError()) is None
 
 
-@given(st.integers(100, 599), st.one_of(st.none(), st.text(max_size=200),
-                                        st.dictionaries(st.text(max_size=8), st.text(max_size=30), max_size=4)))
+@given(
+    st.integers(100, 599),
+    st.one_of(
+        st.none(),
+        st.text(max_size=200),
+        st.dictionaries(st.text(max_size=8), st.text(max_size=30), max_size=4),
+    ),
+)
 def test_classifier_is_total(status, body):
     """Any status and body give one of the six reasons, and every 429 is budget."""
     reason = classify(SDKError(status, body))

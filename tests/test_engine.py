@@ -25,7 +25,7 @@ from fxtr import (
     workflow,
 )
 from tests import examples
-from tests.examples import Answer, Draft, evaluate, qa_inputs, refine
+from tests.examples import Draft, evaluate, qa_inputs, refine
 
 
 @pytest.fixture(autouse=True)
@@ -360,7 +360,9 @@ async def pair(context: StepContext, a: str, b: int) -> str:
     return f"{a}{b}"
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(
     st.lists(st.sampled_from("xyz"), min_size=1, max_size=3, unique=True),
     st.lists(st.integers(0, 5), min_size=1, max_size=3, unique=True),
@@ -449,7 +451,10 @@ def test_combine_and_stack():
     a = Array.from_mapping({"x": "x", "y": "y"}, dims=["m"], value_type=str)
     b = Array.from_mapping({"x": "X", "y": "Y"}, dims=["m"], value_type=str)
     result = run(combine_stack, {"a": a, "b": b})
-    assert result.output.to_dict() == {"first": {"x": "x", "y": "y"}, "second": {"x": "X", "y": "Y"}}
+    assert result.output.to_dict() == {
+        "first": {"x": "x", "y": "y"},
+        "second": {"x": "X", "y": "Y"},
+    }
 
 
 def test_run_works_inside_a_running_event_loop():
@@ -466,4 +471,3 @@ async def test_launch_is_async():
     """launch() is awaitable from pytest-asyncio tests."""
     result = await launch(evaluate, qa_inputs())
     assert result.status == "succeeded"
-

@@ -18,7 +18,10 @@ def test_public_modules_export_the_contract_names():
     assert fxtr.experiment.arrays.__all__ == ["Array"]
     assert set(fxtr.experiment.entities.__all__) == {"Entity", "BoundID"}
     assert set(fxtr.experiment.errors.__all__) == {
-        "FxtrError", "DeterminismError", "SignatureError", "CacheConflictError",
+        "FxtrError",
+        "DeterminismError",
+        "SignatureError",
+        "CacheConflictError",
         "UpstreamFailedError",
     }
     assert {"launch", "resume", "run", "JobResult"} <= set(fxtr.experiment.jobs.__all__)
@@ -27,8 +30,12 @@ def test_public_modules_export_the_contract_names():
 def test_top_level_reexports_everything_and_only_what_exists():
     """`fxtr` re-exports every public name, and each resolves."""
     for module in (
-        fxtr.experiment.workflows, fxtr.experiment.steps, fxtr.experiment.handles,
-        fxtr.experiment.arrays, fxtr.experiment.entities, fxtr.experiment.errors,
+        fxtr.experiment.workflows,
+        fxtr.experiment.steps,
+        fxtr.experiment.handles,
+        fxtr.experiment.arrays,
+        fxtr.experiment.entities,
+        fxtr.experiment.errors,
     ):
         for name in module.__all__:
             if name in ("StepDefinition", "WorkflowDefinition", "FieldQuery"):

@@ -11,7 +11,17 @@ import httpx
 import pytest
 import respx
 
-from fxtr import Array, ArrayHandle, BoundID, Entity, StepContext, WorkflowContext, run, step, workflow
+from fxtr import (
+    Array,
+    ArrayHandle,
+    BoundID,
+    Entity,
+    StepContext,
+    WorkflowContext,
+    run,
+    step,
+    workflow,
+)
 from fxtr.experiment._encoding import encode_text
 from fxtr.models import (
     DEFAULT_FAILURE_CATEGORIES_TO_RETRY,
@@ -38,33 +48,71 @@ from fxtr.models import (
 
 KEY = "sk-proj-SECRETSECRETSECRET1234"
 REQUEST = ModelRequest(
-    context=(SystemMessage(content=(ContentText(text="be brief"),)),
-             UserMessage(content=(ContentText(text="capital of France?"),))),
+    context=(
+        SystemMessage(content=(ContentText(text="be brief"),)),
+        UserMessage(content=(ContentText(text="capital of France?"),)),
+    ),
     sampling=Sampling(temperature=0.0, max_tokens=50),
 )
 
 CHAT_OK = {
-    "id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-4o-mini-2024-07-18",
-    "choices": [{"index": 0, "finish_reason": "stop",
-                 "message": {"role": "assistant", "content": "Paris.", "refusal": None}}],
-    "usage": {"prompt_tokens": 1000, "completion_tokens": 200, "total_tokens": 1200,
-              "prompt_tokens_details": {"cached_tokens": 400}},
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "model": "gpt-4o-mini-2024-07-18",
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "Paris.", "refusal": None},
+        }
+    ],
+    "usage": {
+        "prompt_tokens": 1000,
+        "completion_tokens": 200,
+        "total_tokens": 1200,
+        "prompt_tokens_details": {"cached_tokens": 400},
+    },
 }
 RESPONSES_OK = {
-    "id": "resp_1", "object": "response", "status": "completed", "model": "gpt-4o-2024-08-06",
-    "output": [{"type": "message", "role": "assistant",
-                "content": [{"type": "output_text", "text": "Paris.", "annotations": []}]},
-               {"type": "function_call", "call_id": "call_1", "name": "lookup",
-                "arguments": "{\"city\": \"Paris\"}"}],
-    "usage": {"input_tokens": 100, "output_tokens": 10, "input_tokens_details": {"cached_tokens": 0}},
+    "id": "resp_1",
+    "object": "response",
+    "status": "completed",
+    "model": "gpt-4o-2024-08-06",
+    "output": [
+        {
+            "type": "message",
+            "role": "assistant",
+            "content": [{"type": "output_text", "text": "Paris.", "annotations": []}],
+        },
+        {
+            "type": "function_call",
+            "call_id": "call_1",
+            "name": "lookup",
+            "arguments": '{"city": "Paris"}',
+        },
+    ],
+    "usage": {
+        "input_tokens": 100,
+        "output_tokens": 10,
+        "input_tokens_details": {"cached_tokens": 0},
+    },
 }
 ANTHROPIC_OK = {
-    "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5-20250929",
-    "content": [{"type": "text", "text": "Paris."},
-                {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"city": "Paris"}}],
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-sonnet-4-5-20250929",
+    "content": [
+        {"type": "text", "text": "Paris."},
+        {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"city": "Paris"}},
+    ],
     "stop_reason": "tool_use",
-    "usage": {"input_tokens": 50, "output_tokens": 20, "cache_read_input_tokens": 100,
-              "cache_creation_input_tokens": 0},
+    "usage": {
+        "input_tokens": 50,
+        "output_tokens": 20,
+        "cache_read_input_tokens": 100,
+        "cache_creation_input_tokens": 0,
+    },
 }
 
 
@@ -80,7 +128,9 @@ async def _call(api, route_url, status=200, body=None, headers=None):
 def test_openai_chat_success_usage_and_cost():
     """Chat Completions: text, usage with cached tokens, cost from the price table."""
     api = OpenAIChatAPI("gpt-4o-mini", api_key=KEY)
-    response, route = asyncio.run(_call(api, "https://api.openai.com/v1/chat/completions", body=CHAT_OK))
+    response, route = asyncio.run(
+        _call(api, "https://api.openai.com/v1/chat/completions", body=CHAT_OK)
+    )
     assert response.text == "Paris."
     assert response.usage == Usage(input_tokens=1000, output_tokens=200, cached_input_tokens=400)
     assert response.cost == pytest.approx((600 * 0.15 + 400 * 0.075 + 200 * 0.6) / 1e6)
@@ -94,14 +144,18 @@ def test_openai_compatible_server_by_base_url():
     """base_url includes /v1, as in OpenAI's SDK; any compatible server works."""
     api = OpenAIChatAPI("llama-3", base_url="http://localhost:8000/v1", api_key="x")
     with pytest.warns(UnknownPriceWarning, match="No price for model 'llama-3'"):
-        response, _ = asyncio.run(_call(api, "http://localhost:8000/v1/chat/completions", body=CHAT_OK))
+        response, _ = asyncio.run(
+            _call(api, "http://localhost:8000/v1/chat/completions", body=CHAT_OK)
+        )
     assert response.cost is None
 
 
 def test_openai_responses_success_with_tool_call():
     """Responses API: output text and function calls, usage, cost."""
     api = OpenAIResponsesAPI("gpt-4o", api_key=KEY)
-    response, route = asyncio.run(_call(api, "https://api.openai.com/v1/responses", body=RESPONSES_OK))
+    response, route = asyncio.run(
+        _call(api, "https://api.openai.com/v1/responses", body=RESPONSES_OK)
+    )
     assert response.text == "Paris."
     assert response.output[1] == ToolCall(id="call_1", name="lookup", arguments={"city": "Paris"})
     assert response.cost == pytest.approx((100 * 2.5 + 10 * 10.0) / 1e6)
@@ -113,7 +167,9 @@ def test_openai_responses_success_with_tool_call():
 def test_anthropic_success_tool_use_and_cache_reads():
     """Messages API: base_url without /v1, version header, tool_use, cache reads priced."""
     api = AnthropicMessagesAPI("claude-sonnet-4-5", api_key=KEY)
-    response, route = asyncio.run(_call(api, "https://api.anthropic.com/v1/messages", body=ANTHROPIC_OK))
+    response, route = asyncio.run(
+        _call(api, "https://api.anthropic.com/v1/messages", body=ANTHROPIC_OK)
+    )
     assert response.text == "Paris."
     assert response.usage == Usage(input_tokens=150, output_tokens=20, cached_input_tokens=100)
     assert response.cost == pytest.approx((50 * 3 + 100 * 0.3 + 20 * 15) / 1e6)
@@ -127,36 +183,96 @@ def test_anthropic_success_tool_use_and_cache_reads():
 @pytest.mark.parametrize(
     ("api_cls", "url", "body", "category"),
     [
-        (OpenAIChatAPI, "https://api.openai.com/v1/chat/completions",
-         {**CHAT_OK, "choices": [{"index": 0, "finish_reason": "stop", "message": {
-             "role": "assistant", "content": None, "refusal": "I'm sorry, I can't help with that."}}]},
-         "refusal"),
-        (OpenAIChatAPI, "https://api.openai.com/v1/chat/completions",
-         {**CHAT_OK, "choices": [{"index": 0, "finish_reason": "content_filter",
-                                  "message": {"role": "assistant", "content": ""}}]},
-         "content_filter"),
-        (OpenAIResponsesAPI, "https://api.openai.com/v1/responses",
-         {**RESPONSES_OK, "output": [{"type": "message", "role": "assistant", "content": [
-             {"type": "refusal", "refusal": "I can't assist with that."}]}]},
-         "refusal"),
-        (OpenAIResponsesAPI, "https://api.openai.com/v1/responses",
-         {**RESPONSES_OK, "status": "failed", "output": [],
-          "error": {"code": "rate_limit_exceeded", "message": "Rate limit reached"}},
-         "rate_limit"),
-        (OpenAIResponsesAPI, "https://api.openai.com/v1/responses",
-         {**RESPONSES_OK, "status": "incomplete", "output": [],
-          "incomplete_details": {"reason": "content_filter"}},
-         "content_filter"),
-        (AnthropicMessagesAPI, "https://api.anthropic.com/v1/messages",
-         {**ANTHROPIC_OK, "content": [], "stop_reason": "refusal"}, "refusal"),
-        (AnthropicMessagesAPI, "https://api.anthropic.com/v1/messages",
-         {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
-         "overloaded"),
+        (
+            OpenAIChatAPI,
+            "https://api.openai.com/v1/chat/completions",
+            {
+                **CHAT_OK,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "stop",
+                        "message": {
+                            "role": "assistant",
+                            "content": None,
+                            "refusal": "I'm sorry, I can't help with that.",
+                        },
+                    }
+                ],
+            },
+            "refusal",
+        ),
+        (
+            OpenAIChatAPI,
+            "https://api.openai.com/v1/chat/completions",
+            {
+                **CHAT_OK,
+                "choices": [
+                    {
+                        "index": 0,
+                        "finish_reason": "content_filter",
+                        "message": {"role": "assistant", "content": ""},
+                    }
+                ],
+            },
+            "content_filter",
+        ),
+        (
+            OpenAIResponsesAPI,
+            "https://api.openai.com/v1/responses",
+            {
+                **RESPONSES_OK,
+                "output": [
+                    {
+                        "type": "message",
+                        "role": "assistant",
+                        "content": [{"type": "refusal", "refusal": "I can't assist with that."}],
+                    }
+                ],
+            },
+            "refusal",
+        ),
+        (
+            OpenAIResponsesAPI,
+            "https://api.openai.com/v1/responses",
+            {
+                **RESPONSES_OK,
+                "status": "failed",
+                "output": [],
+                "error": {"code": "rate_limit_exceeded", "message": "Rate limit reached"},
+            },
+            "rate_limit",
+        ),
+        (
+            OpenAIResponsesAPI,
+            "https://api.openai.com/v1/responses",
+            {
+                **RESPONSES_OK,
+                "status": "incomplete",
+                "output": [],
+                "incomplete_details": {"reason": "content_filter"},
+            },
+            "content_filter",
+        ),
+        (
+            AnthropicMessagesAPI,
+            "https://api.anthropic.com/v1/messages",
+            {**ANTHROPIC_OK, "content": [], "stop_reason": "refusal"},
+            "refusal",
+        ),
+        (
+            AnthropicMessagesAPI,
+            "https://api.anthropic.com/v1/messages",
+            {"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}},
+            "overloaded",
+        ),
     ],
 )
 def test_failures_inside_200_responses(api_cls, url, body, category):
     """Refusals, content filters and errors inside a 200 body fail the call."""
-    api = api_cls("gpt-4o" if api_cls is not AnthropicMessagesAPI else "claude-sonnet-4-5", api_key=KEY)
+    api = api_cls(
+        "gpt-4o" if api_cls is not AnthropicMessagesAPI else "claude-sonnet-4-5", api_key=KEY
+    )
     with pytest.raises(ModelCallError) as info:
         asyncio.run(_call(api, url, body=body))
     assert info.value.failure.category == category
@@ -189,20 +305,34 @@ def test_retries_honour_retry_after_with_time_mocked():
 
     async def go():
         with respx.mock() as mock:
-            mock.post("https://api.openai.com/v1/chat/completions").mock(side_effect=[
-                httpx.Response(429, json={"error": {"code": "rate_limit_exceeded", "message": "slow down"}},
-                               headers={"retry-after": "7"}),
-                httpx.Response(503, json={"error": {"message": "overloaded", "type": "server_error"}},
-                               headers={"retry-after-ms": "1500"}),
-                httpx.Response(500, json={"error": {"message": "oops", "type": "server_error"}}),
-                httpx.Response(200, json=CHAT_OK),
-            ])
+            mock.post("https://api.openai.com/v1/chat/completions").mock(
+                side_effect=[
+                    httpx.Response(
+                        429,
+                        json={"error": {"code": "rate_limit_exceeded", "message": "slow down"}},
+                        headers={"retry-after": "7"},
+                    ),
+                    httpx.Response(
+                        503,
+                        json={"error": {"message": "overloaded", "type": "server_error"}},
+                        headers={"retry-after-ms": "1500"},
+                    ),
+                    httpx.Response(
+                        500, json={"error": {"message": "oops", "type": "server_error"}}
+                    ),
+                    httpx.Response(200, json=CHAT_OK),
+                ]
+            )
             api = OpenAIChatAPI("gpt-4o-mini", api_key=KEY)
             try:
                 return await generate_with_retries(
-                    api, REQUEST, retry=RetryConfig(initial_delay=2.0, jitter=0.5),
+                    api,
+                    REQUEST,
+                    retry=RetryConfig(initial_delay=2.0, jitter=0.5),
                     failure_categories_to_retry=DEFAULT_FAILURE_CATEGORIES_TO_RETRY,
-                    sleep=fake_sleep, rng=lambda: 1.0)
+                    sleep=fake_sleep,
+                    rng=lambda: 1.0,
+                )
             finally:
                 await api.aclose()
 
@@ -216,20 +346,25 @@ def test_retries_give_up_and_return_the_failure():
 
     async def go(status, body, attempts):
         with respx.mock() as mock:
-            route = mock.post("https://api.openai.com/v1/chat/completions").respond(status, json=body)
+            route = mock.post("https://api.openai.com/v1/chat/completions").respond(
+                status, json=body
+            )
             api = OpenAIChatAPI("gpt-4o-mini", api_key=KEY)
 
             async def no_sleep(_):
                 return None
 
             try:
-                result = await generate_with_retries(api, REQUEST, retry=RetryConfig(max_attempts=attempts),
-                                                     sleep=no_sleep)
+                result = await generate_with_retries(
+                    api, REQUEST, retry=RetryConfig(max_attempts=attempts), sleep=no_sleep
+                )
             finally:
                 await api.aclose()
             return result, route.call_count
 
-    failure, calls = asyncio.run(go(429, {"error": {"code": "insufficient_quota", "message": "quota"}}, 5))
+    failure, calls = asyncio.run(
+        go(429, {"error": {"code": "insufficient_quota", "message": "quota"}}, 5)
+    )
     assert isinstance(failure, ModelCallFailure) and failure.category == "quota" and calls == 1
     failure, calls = asyncio.run(go(500, {"error": {"message": "x", "type": "server_error"}}, 3))
     assert failure.category == "server_error" and calls == 3
@@ -237,12 +372,17 @@ def test_retries_give_up_and_return_the_failure():
 
 def test_total_time_budget_stops_retrying():
     """A wait past the total budget returns the failure instead of sleeping."""
-    api = MockModelAPI("gpt-4o-mini", lambda r: ModelCallFailure(category="rate_limit", description="x", retry_after=100.0))
+    api = MockModelAPI(
+        "gpt-4o-mini",
+        lambda r: ModelCallFailure(category="rate_limit", description="x", retry_after=100.0),
+    )
 
     async def never(_):
         raise AssertionError("should not sleep past the budget")
 
-    result = asyncio.run(generate_with_retries(api, REQUEST, retry=RetryConfig(total_budget=10), sleep=never))
+    result = asyncio.run(
+        generate_with_retries(api, REQUEST, retry=RetryConfig(total_budget=10), sleep=never)
+    )
     assert isinstance(result, ModelCallFailure) and result.category == "rate_limit"
 
 
@@ -296,7 +436,9 @@ def test_mock_replies_in_turn_with_usage_and_cost():
 
 def test_mock_callable_can_fail():
     """A callable reply can return a failure or raise."""
-    api = MockModelAPI("m", lambda r: ModelCallFailure(category="context_overflow", description="too long"))
+    api = MockModelAPI(
+        "m", lambda r: ModelCallFailure(category="context_overflow", description="too long")
+    )
     with pytest.raises(ModelCallError) as info:
         asyncio.run(api.generate(REQUEST))
     assert info.value.failure.category == "context_overflow"
@@ -332,7 +474,9 @@ async def answer(context: StepContext, config: ModelConfig, question: str) -> An
     api = OpenAIResponsesAPI(config.model_name)
     try:
         response = await generate_with_retries(
-            api, request, retry=RetryConfig(),
+            api,
+            request,
+            retry=RetryConfig(),
             failure_categories_to_retry=DEFAULT_FAILURE_CATEGORIES_TO_RETRY,
         )
     finally:
@@ -349,7 +493,9 @@ async def ask(
     questions: Annotated[ArrayHandle[str], "[q: str]"],
     config: Annotated[ArrayHandle[BoundID[ModelConfig]], "[]"],
 ) -> Annotated[ArrayHandle[Answer], "[q: str]"]:
-    return context.run_step("answer", answer, {"config": config, "question": questions}, map_over=["q"])
+    return context.run_step(
+        "answer", answer, {"config": config, "question": questions}, map_over=["q"]
+    )
 
 
 def test_seed_answer_step_with_openai_responses_against_respx(monkeypatch):
@@ -357,8 +503,13 @@ def test_seed_answer_step_with_openai_responses_against_respx(monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     with respx.mock() as mock:
         mock.post("https://api.openai.com/v1/responses").respond(200, json=RESPONSES_OK)
-        result = run(ask, {"questions": Array.from_mapping({"fr": "capital of France?"}, dims=["q"]),
-                           "config": ModelConfig(model_name="gpt-4o")})
+        result = run(
+            ask,
+            {
+                "questions": Array.from_mapping({"fr": "capital of France?"}, dims=["q"]),
+                "config": ModelConfig(model_name="gpt-4o"),
+            },
+        )
     assert result.status == "succeeded"
     assert result.output["fr"] == Answer(question="capital of France?", text="Paris.")
     inv = result.invocations[0]

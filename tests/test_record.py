@@ -72,11 +72,13 @@ def test_resume_reruns_exactly_the_failed_line_of_work():
     ]
     reused = [i for i in second.invocations if i.from_cache]
     assert {i.address for i in reused} == {
-        "qa.evaluate/answer[model=a,prompt=p1]", "qa.evaluate/score[model=a,prompt=p1]",
+        "qa.evaluate/answer[model=a,prompt=p1]",
+        "qa.evaluate/score[model=a,prompt=p1]",
     }
     assert second.output.to_dict() == {"a": 1.0}
     assert [a["status"] for a in open_store(".fxtr").get_job(first.job_id)["attempts"]] == [
-        "failed", "succeeded",
+        "failed",
+        "succeeded",
     ]
 
 
@@ -170,8 +172,9 @@ def _load_golden(name: str, store_path: Path) -> str:
     store = open_store(store_path)
     store.put_job(data["job"])
     store.put_ops(data["job"]["job_id"], len(data["job"]["attempts"]), data["ops"])
-    store.write(Batch(entities=data["entities"],
-                      invocations={data["job"]["job_id"]: data["invocations"]}))
+    store.write(
+        Batch(entities=data["entities"], invocations={data["job"]["job_id"]: data["invocations"]})
+    )
     return data["job"]["job_id"]
 
 
@@ -220,9 +223,12 @@ def test_sigkill_mid_job_loses_at_most_what_was_in_flight(tmp_path):
     script.write_text(KILL_SCRIPT)
     store_path = tmp_path / "store"
     done = []
-    with subprocess.Popen([sys.executable, str(script), str(store_path)],
-                          stdout=subprocess.PIPE, text=True,
-                          cwd=Path(__file__).parent.parent) as proc:
+    with subprocess.Popen(
+        [sys.executable, str(script), str(store_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parent.parent,
+    ) as proc:
         while len(done) < 12:
             line = proc.stdout.readline()
             assert line, "the job ended before it could be killed"
@@ -235,7 +241,10 @@ def test_sigkill_mid_job_loses_at_most_what_was_in_flight(tmp_path):
     # everything that completed before the last event-loop turn is durable
     assert len(stored) >= completed_before_kill - 4
     second = subprocess.run(
-        [sys.executable, str(script), str(store_path)], capture_output=True, text=True, timeout=60,
+        [sys.executable, str(script), str(store_path)],
+        capture_output=True,
+        text=True,
+        timeout=60,
         cwd=Path(__file__).parent.parent,
     )
     assert second.stdout.strip().endswith("succeeded")

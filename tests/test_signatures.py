@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated
 
 import pytest
 
@@ -16,7 +16,7 @@ def test_step_signature_reads_values_entities_refs_and_arrays():
     async def ok(
         context,
         a: str,
-        b: Optional[int],
+        b: int | None,
         c: list[dict[str, float]],
         d: ModelConfig,
         e: BoundID[Answer],

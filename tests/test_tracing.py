@@ -9,7 +9,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import httpx
 import pytest
 import respx
 
@@ -21,9 +20,15 @@ from tests.examples import evaluate, qa_inputs
 
 KEY = "sk-proj-TRACINGSECRETKEY987654"
 CHAT_OK = {
-    "id": "c", "model": "gpt-4o-mini",
-    "choices": [{"index": 0, "finish_reason": "stop",
-                 "message": {"role": "assistant", "content": "Acme, Globex, Initech."}}],
+    "id": "c",
+    "model": "gpt-4o-mini",
+    "choices": [
+        {
+            "index": 0,
+            "finish_reason": "stop",
+            "message": {"role": "assistant", "content": "Acme, Globex, Initech."},
+        }
+    ],
     "usage": {"prompt_tokens": 12, "completion_tokens": 8},
 }
 
@@ -59,7 +64,9 @@ def test_seed_research_example():
             api = OpenAIChatAPI("gpt-4o-mini", api_key=KEY)
             client = Client({"gpt-4o-mini": api})
             try:
-                with pytest.warns(NodeNotResumableWarning, match="'fetch-pricing'.*cannot be re-entered"):
+                with pytest.warns(
+                    NodeNotResumableWarning, match="'fetch-pricing'.*cannot be re-entered"
+                ):
                     return await research(client)
             finally:
                 await api.aclose()
@@ -68,10 +75,20 @@ def test_seed_research_example():
     assert response is None
     task, call, fetch = graph.nodes
     assert (task.kind, task.name, task.status) == ("task", "market-research", "succeeded")
-    assert (call.kind, call.name, call.parent_id, call.status) == ("model_call", "gpt-4o-mini", task.id, "succeeded")
+    assert (call.kind, call.name, call.parent_id, call.status) == (
+        "model_call",
+        "gpt-4o-mini",
+        task.id,
+        "succeeded",
+    )
     assert (call.input_tokens, call.output_tokens) == (12, 8)
     assert call.cost_usd == pytest.approx((12 * 0.15 + 8 * 0.6) / 1e6)
-    assert (fetch.kind, fetch.name, fetch.parent_id, fetch.status) == ("step", "fetch-pricing", task.id, "failed")
+    assert (fetch.kind, fetch.name, fetch.parent_id, fetch.status) == (
+        "step",
+        "fetch-pricing",
+        task.id,
+        "failed",
+    )
     assert fetch.reason == "tool_error"
     assert fetch.error == "TimeoutError: pricing API timed out"
     assert graph.rollup(task.id)["cost_usd"] == pytest.approx(call.cost_usd)
@@ -83,16 +100,31 @@ def test_retired_model_is_resent_exactly_once_to_the_replacement():
     async def go():
         with respx.mock() as mock:
             retired = mock.post("http://old.test/v1/chat/completions").respond(
-                404, json={"error": {"message": "The model `gpt-4-0314` has been deprecated", "code": "model_not_found"}})
+                404,
+                json={
+                    "error": {
+                        "message": "The model `gpt-4-0314` has been deprecated",
+                        "code": "model_not_found",
+                    }
+                },
+            )
             new = mock.post("http://new.test/v1/chat/completions").respond(200, json=CHAT_OK)
-            models = {"old": OpenAIChatAPI("gpt-4-0314", base_url="http://old.test/v1", api_key=KEY),
-                      "new": OpenAIChatAPI("gpt-4o-mini", base_url="http://new.test/v1", api_key=KEY)}
+            models = {
+                "old": OpenAIChatAPI("gpt-4-0314", base_url="http://old.test/v1", api_key=KEY),
+                "new": OpenAIChatAPI("gpt-4o-mini", base_url="http://new.test/v1", api_key=KEY),
+            }
             client = Client(models)
             with client.task("brain") as t:
-                await client.messages.create(model="new", messages=[{"role": "user", "content": "first"}])
+                await client.messages.create(
+                    model="new", messages=[{"role": "user", "content": "first"}]
+                )
                 with pytest.raises(ModelCallError):
-                    await client.messages.create(model="old", messages=[{"role": "user", "content": "second"}])
-                await client.messages.create(model="new", messages=[{"role": "user", "content": "third"}])
+                    await client.messages.create(
+                        model="old", messages=[{"role": "user", "content": "second"}]
+                    )
+                await client.messages.create(
+                    model="new", messages=[{"role": "user", "content": "third"}]
+                )
             sent_before = new.call_count
             response = await client.resume(t.task_id, model="new")
             for api in models.values():
@@ -161,8 +193,17 @@ def test_stall_is_the_third_consecutive_failed_same_name_sibling():
         except ValueError:
             pass
     reasons = [n.reason for n in client.get_task_graph(t.task_id).nodes[1:]]
-    assert reasons == ["tool_error", "tool_error", "stall", "stall", None,
-                       "tool_error", "tool_error", "stall", "tool_error"]
+    assert reasons == [
+        "tool_error",
+        "tool_error",
+        "stall",
+        "stall",
+        None,
+        "tool_error",
+        "tool_error",
+        "stall",
+        "tool_error",
+    ]
 
 
 def test_callable_step_is_resumed_from_its_recorded_arguments():
@@ -232,8 +273,13 @@ def test_recovery_in_a_second_real_process(tmp_path):
     script = tmp_path / "first.py"
     script.write_text(RECOVER_SCRIPT)
     store = tmp_path / "store"
-    out = subprocess.run([sys.executable, str(script), str(store)], capture_output=True,
-                         text=True, check=True, env={"OPENAI_API_KEY": KEY, "PATH": "/usr/bin"})
+    out = subprocess.run(
+        [sys.executable, str(script), str(store)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"OPENAI_API_KEY": KEY, "PATH": "/usr/bin"},
+    )
     task_id = out.stdout.strip()
     client = Client({"flaky": MockModelAPI("gpt-4o-mini", "recovered")}, store=store)
     graph = client.get_task_graph(task_id)

@@ -41,7 +41,9 @@ def main() -> None:
     (HERE / "qa_evaluate.json").write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
     broken = copy.deepcopy(data)
     broken["ops"]["qa.evaluate"][1]["name"] = "scores"
-    (HERE / "qa_evaluate_broken.json").write_text(json.dumps(broken, indent=1, sort_keys=True) + "\n")
+    (HERE / "qa_evaluate_broken.json").write_text(
+        json.dumps(broken, indent=1, sort_keys=True) + "\n"
+    )
 
 
 if __name__ == "__main__":

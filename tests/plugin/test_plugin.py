@@ -75,8 +75,12 @@ def test_hermeticity_notices_are_in_the_summary(pytester):
     """A step writing a local file is noticed in the summary and the report."""
     write_eval(pytester)
     result = pytester.runpytest("--fxtr-report", "r.json")
-    result.stdout.fnmatch_lines(["hermeticity: 6 invocation(s) touched local state; e.g. "
-                                 "demo.evaluate/score*: wrote file *runs.txt*"])
+    result.stdout.fnmatch_lines(
+        [
+            "hermeticity: 6 invocation(s) touched local state; e.g. "
+            "demo.evaluate/score*: wrote file *runs.txt*"
+        ]
+    )
     invocations = json.loads((pytester.path / "r.json").read_text())["jobs"][0]["invocations"]
     assert all("runs.txt" in i["warnings"][0] for i in invocations)
 
@@ -87,15 +91,17 @@ def test_one_job_runs_every_case_and_items_get_their_slice(pytester):
     result = pytester.runpytest("-p", "no:cacheprovider")
     result.assert_outcomes(passed=6)
     assert len(runs(pytester)) == 6
-    result.stdout.fnmatch_lines([
-        "fxtr: cache=*/.fxtr/cache, conflicts=review, verify=on, concurrency=32",
-        "*= fxtr summary =*",
-        "job * · demo.evaluate · attempt 1 · succeeded*",
-        "step*invocations*ok*failed*skipped*review*ran*cached*time",
-        "demo.score*6*6*0*0*0*6*0*",
-        "group*mean*stderr*95% CI*n*missing*threshold*gate",
-        "model=small*0.500*3*0*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "fxtr: cache=*/.fxtr/cache, conflicts=review, verify=on, concurrency=32",
+            "*= fxtr summary =*",
+            "job * · demo.evaluate · attempt 1 · succeeded*",
+            "step*invocations*ok*failed*skipped*review*ran*cached*time",
+            "demo.score*6*6*0*0*0*6*0*",
+            "group*mean*stderr*95% CI*n*missing*threshold*gate",
+            "model=small*0.500*3*0*",
+        ]
+    )
     assert (pytester.path / ".fxtr" / "cache").is_dir()
 
 
@@ -117,7 +123,9 @@ def test_k_narrows_the_job(pytester):
     assert runs(pytester) == ["demo.evaluate/score[model=small,case=q1]"]
     report = json.loads((pytester.path / "out" / "report.json").read_text())
     (job,) = report["jobs"]
-    assert [i["address"] for i in job["invocations"]] == ["demo.evaluate/score[model=small,case=q1]"]
+    assert [i["address"] for i in job["invocations"]] == [
+        "demo.evaluate/score[model=small,case=q1]"
+    ]
 
 
 def test_failed_step_fails_its_item_with_reason_and_resume_reruns_only_it(pytester, monkeypatch):
@@ -126,12 +134,14 @@ def test_failed_step_fails_its_item_with_reason_and_resume_reruns_only_it(pytest
     monkeypatch.setenv("EVAL_FAIL", "q2")
     result = pytester.runpytest("--fxtr-report", "r1.json")
     result.assert_outcomes(passed=4, failed=2)
-    result.stdout.fnmatch_lines([
-        "*failed [[]tool_error[]]: step 'demo.score' at demo.evaluate/score[[]model=small,case=q2[]]: "
-        "ConnectionError: provider down for q2*",
-        "reason*count*example*error",
-        "tool_error*2*demo.evaluate/score*ConnectionError*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*failed [[]tool_error[]]: step 'demo.score' at demo.evaluate/score[[]model=small,case=q2[]]: "
+            "ConnectionError: provider down for q2*",
+            "reason*count*example*error",
+            "tool_error*2*demo.evaluate/score*ConnectionError*",
+        ]
+    )
     assert "Traceback" not in result.stdout.str()
     first = json.loads((pytester.path / "r1.json").read_text())["jobs"][0]
     assert first["status"] == "failed" and first["attempt"] == 1
@@ -139,8 +149,10 @@ def test_failed_step_fails_its_item_with_reason_and_resume_reruns_only_it(pytest
     (pytester.path / "runs.txt").unlink()
     result = pytester.runpytest("--fxtr-resume", "--fxtr-report", "r2.json")
     result.assert_outcomes(passed=6)
-    assert sorted(runs(pytester)) == ["demo.evaluate/score[model=large,case=q2]",
-                                      "demo.evaluate/score[model=small,case=q2]"]
+    assert sorted(runs(pytester)) == [
+        "demo.evaluate/score[model=large,case=q2]",
+        "demo.evaluate/score[model=small,case=q2]",
+    ]
     second = json.loads((pytester.path / "r2.json").read_text())["jobs"][0]
     assert second["job_id"] == first["job_id"] and second["attempt"] == 2
     ran = [i["address"] for i in second["invocations"] if not i["from_cache"]]
@@ -153,11 +165,13 @@ def test_gate_fails_the_run_even_when_every_item_passes(pytester):
     result = pytester.runpytest()
     result.assert_outcomes(passed=6)
     assert result.ret == 1
-    result.stdout.fnmatch_lines([
-        "model=small*0.500*±0.289*3*0*0.6*FAIL",
-        "fxtr: score gate failed for test_demo.py::test_demo (model=small): "
-        "mean 0.5 < threshold 0.6*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "model=small*0.500*±0.289*3*0*0.6*FAIL",
+            "fxtr: score gate failed for test_demo.py::test_demo (model=small): "
+            "mean 0.5 < threshold 0.6*",
+        ]
+    )
 
 
 def test_gate_passes_when_means_reach_the_threshold(pytester):
@@ -194,11 +208,13 @@ def test_changed_input_needs_review_and_overwrite_reruns(pytester):
     write_eval(pytester, bonus=0.25)
     result = pytester.runpytest()
     result.assert_outcomes(failed=6)
-    result.stdout.fnmatch_lines([
-        "*needs_review: step 'demo.score' at *: cache conflict: input(s) bonus changed*",
-        "needs_review*6*",
-        "*--fxtr-cache-conflict=overwrite*",
-    ])
+    result.stdout.fnmatch_lines(
+        [
+            "*needs_review: step 'demo.score' at *: cache conflict: input(s) bonus changed*",
+            "needs_review*6*",
+            "*--fxtr-cache-conflict=overwrite*",
+        ]
+    )
     result = pytester.runpytest("--fxtr-cache-conflict", "overwrite")
     result.assert_outcomes(passed=6)
 
@@ -206,15 +222,20 @@ def test_changed_input_needs_review_and_overwrite_reruns(pytester):
 def test_ini_twins(pytester):
     """Each option has an fxtr_* ini twin; the CLI wins over ini."""
     write_eval(pytester)
-    pytester.makeini(textwrap.dedent(INI) + textwrap.dedent("""
+    pytester.makeini(
+        textwrap.dedent(INI)
+        + textwrap.dedent("""
         fxtr_cache_dir = elsewhere
         fxtr_no_verify = true
         fxtr_concurrency = 3
         fxtr_cache_conflict = overwrite
         fxtr_report = ini-report.json
-    """))
+    """)
+    )
     result = pytester.runpytest("--fxtr-concurrency", "5")
-    result.stdout.fnmatch_lines(["fxtr: cache=*elsewhere/cache, conflicts=overwrite, verify=off, concurrency=5"])
+    result.stdout.fnmatch_lines(
+        ["fxtr: cache=*elsewhere/cache, conflicts=overwrite, verify=off, concurrency=5"]
+    )
     assert (pytester.path / "elsewhere").is_dir() and not (pytester.path / ".fxtr").exists()
     assert (pytester.path / "ini-report.json").exists()
 
@@ -224,20 +245,34 @@ def test_bad_option_values_are_usage_errors(pytester):
     write_eval(pytester)
     result = pytester.runpytest("--fxtr-cache-conflict", "keep", "--fxtr-concurrency", "zero")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([
-        "*'keep' is not a valid fxtr cache conflict policy. Valid policies: review, overwrite.*",
-        "*--fxtr-concurrency must be a positive whole number, got 'zero'.*",
-    ])
+    result.stderr.fnmatch_lines(
+        [
+            "*'keep' is not a valid fxtr cache conflict policy. Valid policies: review, overwrite.*",
+            "*--fxtr-concurrency must be a positive whole number, got 'zero'.*",
+        ]
+    )
 
 
 @pytest.mark.parametrize(
     ("marker", "message"),
     [
         ('pytest.mark.fxtr("nope")', "takes one positional argument, the @workflow to run"),
-        ('pytest.mark.fxtr(evaluate, dims={"model": "modl"})', "dims['model'] names 'modl', which is not a parametrized argument"),
-        ('pytest.mark.fxtr(evaluate, dims={"model": "model"})', "parametrized argument 'question' is in no dimension"),
-        ('pytest.mark.fxtr(evaluate, dims={"model": "model", "case": "question"})', "workflow 'demo.evaluate' needs input(s) ['bonus']"),
-        ('pytest.mark.fxtr(evaluate, dims={"model": "model", "case": "question"}, inputs={"bonus": 0.0}, threshold="high")', "threshold= must be a number"),
+        (
+            'pytest.mark.fxtr(evaluate, dims={"model": "modl"})',
+            "dims['model'] names 'modl', which is not a parametrized argument",
+        ),
+        (
+            'pytest.mark.fxtr(evaluate, dims={"model": "model"})',
+            "parametrized argument 'question' is in no dimension",
+        ),
+        (
+            'pytest.mark.fxtr(evaluate, dims={"model": "model", "case": "question"})',
+            "workflow 'demo.evaluate' needs input(s) ['bonus']",
+        ),
+        (
+            'pytest.mark.fxtr(evaluate, dims={"model": "model", "case": "question"}, inputs={"bonus": 0.0}, threshold="high")',
+            "threshold= must be a number",
+        ),
     ],
 )
 def test_marker_validation(pytester, marker, message):
@@ -276,7 +311,9 @@ def test_signature_errors_fail_the_items_without_a_plugin_traceback(pytester):
     pytester.makepyfile(test_demo=source)
     result = pytester.runpytest()
     result.assert_outcomes(failed=6)
-    result.stdout.fnmatch_lines(["*could not run: SignatureError: Launching workflow 'demo.evaluate'*bonus*"])
+    result.stdout.fnmatch_lines(
+        ["*could not run: SignatureError: Launching workflow 'demo.evaluate'*bonus*"]
+    )
     assert "pytest_fxtr" not in result.stdout.str()
 
 
@@ -294,24 +331,31 @@ def test_verbose_summary_lists_every_failure(pytester, monkeypatch):
     write_eval(pytester)
     monkeypatch.setenv("EVAL_FAIL", "q1")
     result = pytester.runpytest("-v")
-    result.stdout.fnmatch_lines(["  failed demo.evaluate/score[[]model=small,case=q1[]]: ConnectionError*",
-                                 "  failed demo.evaluate/score[[]model=large,case=q1[]]: ConnectionError*"])
+    result.stdout.fnmatch_lines(
+        [
+            "  failed demo.evaluate/score[[]model=small,case=q1[]]: ConnectionError*",
+            "  failed demo.evaluate/score[[]model=large,case=q1[]]: ConnectionError*",
+        ]
+    )
 
 
 @pytest.mark.parametrize("mode", ["strict", "auto"])
 def test_works_with_pytest_asyncio_modes(pytester, mode):
     """Evals run beside async tests in both pytest-asyncio modes, with no loop conflicts."""
     write_eval(pytester)
-    pytester.makepyfile(test_async="""
+    pytester.makepyfile(
+        test_async="""
         import asyncio
         import pytest
 
         @pytest.mark.asyncio
         async def test_async():
             await asyncio.sleep(0)
-    """)
-    result = pytester.runpytest("-o", f"asyncio_mode={mode}", "-o",
-                                "asyncio_default_fixture_loop_scope=function")
+    """
+    )
+    result = pytester.runpytest(
+        "-o", f"asyncio_mode={mode}", "-o", "asyncio_default_fixture_loop_scope=function"
+    )
     result.assert_outcomes(passed=7)
 
 
@@ -319,8 +363,9 @@ def test_async_eval_function_in_auto_mode(pytester):
     """An async eval test function works in auto mode."""
     source = EVAL.format(bonus=0.0, threshold="").replace("def test_demo(", "async def test_demo(")
     pytester.makepyfile(test_demo=source)
-    result = pytester.runpytest("-o", "asyncio_mode=auto", "-o",
-                                "asyncio_default_fixture_loop_scope=function")
+    result = pytester.runpytest(
+        "-o", "asyncio_mode=auto", "-o", "asyncio_default_fixture_loop_scope=function"
+    )
     result.assert_outcomes(passed=6)
 
 

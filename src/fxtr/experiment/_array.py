@@ -146,9 +146,7 @@ class Array(Generic[T]):
                 dim_specs.append(Dim(d, _key_type_of(d, keys[i])))
         expected = math.prod(len(k) for k in keys)
         if len(cells) != expected:
-            missing = [
-                combo for combo in itertools.product(*keys) if combo not in cells
-            ]
+            missing = [combo for combo in itertools.product(*keys) if combo not in cells]
             msg = (
                 f"Array.from_mapping got a ragged mapping over {names!r}: "
                 f"{len(missing)} combination(s) of keys have no value, first "
@@ -174,8 +172,7 @@ class Array(Generic[T]):
         combos = list(itertools.product(*key_tuples))
         if len(combos) != len(values):
             msg = (
-                f"Array.from_cells got {len(values)} values for {len(combos)} combinations of "
-                "keys."
+                f"Array.from_cells got {len(values)} values for {len(combos)} combinations of keys."
             )
             raise ValueError(msg)
         return cls(tuple(dims), key_tuples, dict(zip(combos, values, strict=True)), value_type)
@@ -298,9 +295,7 @@ class Array(Generic[T]):
 
     def map(self, fn: Any, value_type: Any = Any) -> Array[Any]:
         """A new array with ``fn`` applied to every value."""
-        return Array(
-            self._dims, self._keys, {k: fn(v) for k, v in self._cells.items()}, value_type
-        )
+        return Array(self._dims, self._keys, {k: fn(v) for k, v in self._cells.items()}, value_type)
 
     def __len__(self) -> int:
         return len(self._cells)

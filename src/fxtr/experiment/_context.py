@@ -148,7 +148,9 @@ class WorkflowContext:
                     if key in v.missing:
                         missing[combo] = v.missing[key]
                 cells[combo] = cell
-            out.future.set_result(Value(Array(tuple(dims), tuple(keys), cells, dict[str, Any]), missing))
+            out.future.set_result(
+                Value(Array(tuple(dims), tuple(keys), cells, dict[str, Any]), missing)
+            )
 
         self._run.spawn(resolve())
         return make_handle(out)
@@ -167,8 +169,7 @@ class WorkflowContext:
         for n in nodes[1:]:
             if n._node.dims != first._node.dims:
                 msg = (
-                    f"stack() needs handles with the same dimensions; {n!r} differs from "
-                    f"{first!r}."
+                    f"stack() needs handles with the same dimensions; {n!r} differs from {first!r}."
                 )
                 raise ValueError(msg)
         if any(d.name == dim for d in first._node.dims):
@@ -180,10 +181,12 @@ class WorkflowContext:
             msg = f"stack() keys must all be str or all be int, got {keys!r}."
             raise TypeError(msg)
         new_dim = Dim(dim, key_type)
-        label = f"stack[{dim}](" + ",".join(f"{format_key(k)}={h._node.label}" for k, h in handles.items()) + ")"
-        out = Node(
-            self._run, (new_dim, *first._node.dims), first._node.value_type, label, "stack"
+        label = (
+            f"stack[{dim}]("
+            + ",".join(f"{format_key(k)}={h._node.label}" for k, h in handles.items())
+            + ")"
         )
+        out = Node(self._run, (new_dim, *first._node.dims), first._node.value_type, label, "stack")
 
         async def resolve() -> None:
             values = [await h._node.future for h in nodes]

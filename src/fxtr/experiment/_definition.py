@@ -48,7 +48,9 @@ def _normalized_source_hash(fn: Callable[..., Any]) -> str:
 
 def _check_name(kind: str, name: Any) -> str:
     if not isinstance(name, str) or not name.strip():
-        msg = f"@{kind} needs a non-empty name=, got {name!r}; for example @{kind}(name='qa.answer')."
+        msg = (
+            f"@{kind} needs a non-empty name=, got {name!r}; for example @{kind}(name='qa.answer')."
+        )
         raise TypeError(msg)
     if any(c in name for c in "/[]"):
         msg = f"@{kind} name {name!r} contains '/', '[' or ']', which addresses use; pick another."

@@ -26,8 +26,7 @@ SCHEMA = "fxtr1"
 
 _PREFIX = (SCHEMA + ":").encode()
 _ACCEPTED = (
-    "str, int, float, bool, None, list, tuple, dict with str keys, set, Entity, BoundID, "
-    "Array"
+    "str, int, float, bool, None, list, tuple, dict with str keys, set, Entity, BoundID, Array"
 )
 _dumps = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True

@@ -60,7 +60,7 @@ _KEY_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ01234
 
 def format_key(key: str | int) -> str:
     """A map key as it appears in an address; quoted when it holds address syntax."""
-    if type(key) is int or (key and all(c in _KEY_SAFE for c in key)):
+    if isinstance(key, int) or (key and all(c in _KEY_SAFE for c in key)):
         return str(key)
     return json.dumps(key, ensure_ascii=False)
 
@@ -75,11 +75,12 @@ class Value:
 
     def __init__(
         self,
-        array: Array[Any] | None,
+        array: Any,
         missing: dict[tuple[Any, ...], str] | None = None,
         cause: str | None = None,
     ) -> None:
         self.array = array
+        """The ``Array`` a node resolves to; for one invocation's outcome, its bare value."""
         self.missing = missing or {}
         self.cause = cause
 
@@ -123,8 +124,8 @@ class Node:
                 "without them."
             )
             raise UpstreamFailedError(msg)
-        assert value.array is not None
-        return value.array
+        array: Array[Any] = value.array
+        return array
 
 
 class Binding:
@@ -338,7 +339,9 @@ class Run:
         except EncodingError as exc:
             msg = f"Input {label_hint!r} cannot be recorded: {exc}"
             raise SignatureError(msg) from None
-        return Node(self, dims, value_type, f"value:{fp[:16]}", f"value {label_hint!r}", Value(array))
+        return Node(
+            self, dims, value_type, f"value:{fp[:16]}", f"value {label_hint!r}", Value(array)
+        )
 
     def bind(
         self,
@@ -434,15 +437,13 @@ class Run:
                     f"Pass {type_name(param.value_type)} values or change the annotation"
                 )
                 continue
-            loads = bound_target(node.value_type) is not None and is_entity_type(
-                param.value_type
-            )
+            loads = bound_target(node.value_type) is not None and is_entity_type(param.value_type)
             bindings.append(Binding(param, node, map_over, loads))
-        for dim in map_over:
-            if dim not in mapped_types and not problems:
+        for name in map_over:
+            if name not in mapped_types and not problems:
                 have = sorted({d.name for b in bindings for d in b.node.dims})
                 problems.append(
-                    f"map_over names dimension {dim!r} but no input has it (inputs have "
+                    f"map_over names dimension {name!r} but no input has it (inputs have "
                     f"{have!r}); map over one of those"
                 )
         if problems:
@@ -495,15 +496,17 @@ class Run:
         from fxtr.experiment._definition import StepDefinition
 
         address = ctx._child_address(name)
-        where = (
-            f"In workflow {ctx.workflow_name!r}, operation {name!r}"
-        )
+        where = f"In workflow {ctx.workflow_name!r}, operation {name!r}"
         if not isinstance(step, StepDefinition):
             msg = f"{where}: {step!r} is not a @step; use run_child_workflow for workflows."
             raise SignatureError(msg)
         map_over = list(map_over)
         bindings, mapped, _ = self.bind(
-            where, f"Step {step.name!r}", step.signature.params, inputs, map_over,
+            where,
+            f"Step {step.name!r}",
+            step.signature.params,
+            inputs,
+            map_over,
             concrete_ok=False,
         )
         result = step.signature.result
@@ -543,7 +546,11 @@ class Run:
             raise SignatureError(msg)
         map_over = list(map_over)
         bindings, mapped, concrete = self.bind(
-            where, f"Workflow {wf.name!r}", wf.signature.params, inputs, map_over,
+            where,
+            f"Workflow {wf.name!r}",
+            wf.signature.params,
+            inputs,
+            map_over,
             concrete_ok=True,
         )
         result = wf.signature.result
@@ -556,7 +563,10 @@ class Run:
                 "callee": wf.name,
                 "inputs": {
                     **{b.param.name: b.node.label for b in bindings},
-                    **{k: "value:" + fingerprint_text(encode_text(v))[:16] for k, v in concrete.items()},
+                    **{
+                        k: "value:" + fingerprint_text(encode_text(v))[:16]
+                        for k, v in concrete.items()
+                    },
                 },
                 "map_over": map_over,
             },
@@ -668,12 +678,17 @@ class Run:
                 sub, missing = get(combo), missing_of(combo)
                 array = sub if isinstance(sub, Array) else Array.scalar(sub, b.node.value_type)
                 missing_cells = (
-                    {k: c for k, c in missing.items()} if isinstance(missing, dict) else
-                    ({(): missing} if missing else {})
+                    {k: c for k, c in missing.items()}
+                    if isinstance(missing, dict)
+                    else ({(): missing} if missing else {})
                 )
                 child = Node(
-                    self, b.param.dims, b.node.value_type, f"{b.node.label}{_key_suffix(map_over, combo)}",
-                    b.node.producer, Value(array, missing_cells),
+                    self,
+                    b.param.dims,
+                    b.node.value_type,
+                    f"{b.node.label}{_key_suffix(map_over, combo)}",
+                    b.node.producer,
+                    Value(array, missing_cells),
                 )
                 kwargs[b.param.name] = make_handle(child)
             body_node = await self.run_body(wf, child_address, kwargs)
@@ -824,13 +839,19 @@ class Run:
             if skip is not None:
                 plans.append(Plan(inv_address, {}, {}, None, skip))
                 continue
-            fingerprint = None if verify else hashlib.sha256(
-                (prefix + "".join(f"\0{k}={v}" for k, v in sorted(fps.items()))).encode()
-            ).hexdigest()
+            fingerprint = (
+                None
+                if verify
+                else hashlib.sha256(
+                    (prefix + "".join(f"\0{k}={v}" for k, v in sorted(fps.items()))).encode()
+                ).hexdigest()
+            )
             plans.append(Plan(inv_address, kwargs, fps, fingerprint))
         outcomes = await self._resolve(step, plans, bindings)
         node.future.set_result(
-            _assemble(address, node, combos, result_param.dims, outcomes, label=f"step {step.name!r}")
+            _assemble(
+                address, node, combos, result_param.dims, outcomes, label=f"step {step.name!r}"
+            )
         )
 
     async def _resolve(
@@ -845,7 +866,9 @@ class Run:
         for i, plan in enumerate(plans):
             address, fps, fp = plan.address, plan.fps, plan.fingerprint
             if plan.skip is not None:
-                inv = Invocation(address, step.name, "skipped", error=plan.skip, attempt=self.attempt)
+                inv = Invocation(
+                    address, step.name, "skipped", error=plan.skip, attempt=self.attempt
+                )
                 self._finish(inv)
                 out[i] = Value(None, cause=f"{inv.status} at {address!r}: {inv.error}")
                 continue
@@ -855,11 +878,22 @@ class Run:
             prior = self.prior.get(address)
             if prior is not None and prior.status == "succeeded" and prior.fingerprint == fp:
                 inv = Invocation(
-                    address, step.name, "succeeded", from_cache=True, fingerprint=fp,
-                    input_fingerprints=fps, result_text=prior.result_text, attempt=self.attempt,
-                    logs=prior.logs, warnings=prior.warnings, started_at=prior.started_at,
-                    ended_at=prior.ended_at, input_tokens=prior.input_tokens,
-                    output_tokens=prior.output_tokens, cost_usd=prior.cost_usd, calls=prior.calls,
+                    address,
+                    step.name,
+                    "succeeded",
+                    from_cache=True,
+                    fingerprint=fp,
+                    input_fingerprints=fps,
+                    result_text=prior.result_text,
+                    attempt=self.attempt,
+                    logs=prior.logs,
+                    warnings=prior.warnings,
+                    started_at=prior.started_at,
+                    ended_at=prior.ended_at,
+                    input_tokens=prior.input_tokens,
+                    output_tokens=prior.output_tokens,
+                    cost_usd=prior.cost_usd,
+                    calls=prior.calls,
                     cost_by_model=prior.cost_by_model,
                 )
                 self._finish(inv)
@@ -881,14 +915,23 @@ class Run:
                 else:
                     conflict = _conflict(step, entry, fps)
                     inv = Invocation(
-                        address, step.name, "needs_review", fingerprint=fp,
-                        input_fingerprints=fps, conflict=conflict, attempt=self.attempt,
+                        address,
+                        step.name,
+                        "needs_review",
+                        fingerprint=fp,
+                        input_fingerprints=fps,
+                        conflict=conflict,
+                        attempt=self.attempt,
                         error=f"cache conflict: {conflict['summary']}",
                     )
                     self._finish(inv)
-                    out[i] = Value(None, cause=f"needs review at {address!r}: {conflict['summary']}")
+                    out[i] = Value(
+                        None, cause=f"needs review at {address!r}: {conflict['summary']}"
+                    )
             if run:
-                claims = self.store.claim([plans[i].address for i, _ in run], self.holder, self.lease)
+                claims = self.store.claim(
+                    [plans[i].address for i, _ in run], self.holder, self.lease
+                )
                 tasks = []
                 for i, replaced in run:
                     address = plans[i].address
@@ -914,7 +957,8 @@ class Run:
             raise DeterminismError(msg)
         if fp is not None and recorded.fingerprint is not None and recorded.fingerprint != fp:
             changed = sorted(
-                k for k in set(fps) | set(recorded.input_fingerprints)
+                k
+                for k in set(fps) | set(recorded.input_fingerprints)
                 if fps.get(k) != recorded.input_fingerprints.get(k)
             )
             msg = (
@@ -929,12 +973,22 @@ class Run:
         return Value(None, cause=f"{recorded.status} at {address!r}: {recorded.error}")
 
     def _hit(
-        self, step: StepDefinition[..., Any], address: str, fps: dict[str, str], fp: str | None,
+        self,
+        step: StepDefinition[..., Any],
+        address: str,
+        fps: dict[str, str],
+        fp: str | None,
         entry: CacheEntry,
     ) -> Value:
         inv = Invocation(
-            address, step.name, "succeeded", from_cache=True, fingerprint=fp,
-            input_fingerprints=fps, result_text=entry.result, attempt=self.attempt,
+            address,
+            step.name,
+            "succeeded",
+            from_cache=True,
+            fingerprint=fp,
+            input_fingerprints=fps,
+            result_text=entry.result,
+            attempt=self.attempt,
         )
         usage = entry.usage
         if usage:
@@ -981,7 +1035,11 @@ class Run:
 
         address, kwargs, fps, fp = plan.address, plan.kwargs, plan.fps, plan.fingerprint
         inv = Invocation(
-            address, step.name, "failed", fingerprint=fp, input_fingerprints=fps,
+            address,
+            step.name,
+            "failed",
+            fingerprint=fp,
+            input_fingerprints=fps,
             attempt=self.attempt,
         )
         step_sem = self._step_sem(step)
@@ -1135,7 +1193,10 @@ def field_node(source: Node, path: tuple[str, ...]) -> Node:
         if target is not None:
             value_type = target
         optional = False
-        if typing.get_origin(value_type) in (typing.Union, getattr(__import__("types"), "UnionType")):
+        if typing.get_origin(value_type) in (
+            typing.Union,
+            __import__("types").UnionType,
+        ):
             members = [a for a in typing.get_args(value_type) if a is not type(None)]
             optional = len(members) != len(typing.get_args(value_type))
             if len(members) == 1:
@@ -1169,7 +1230,7 @@ def field_node(source: Node, path: tuple[str, ...]) -> Node:
         if value.cause is not None or value.array is None:
             node.future.set_result(value)
             return
-        out = {}
+        out: dict[tuple[Any, ...], Any] = {}
         for key, v in value.array.items():
             if key in value.missing:
                 out[key] = None
@@ -1207,12 +1268,16 @@ def _addresses(
     """The address of every combination of keys, in ``itertools.product`` order."""
     if not map_over:
         return [address]
-    parts = [[f"{d}={format_key(k)}" for k in keys] for d, keys in zip(map_over, keylists, strict=True)]
+    parts = [
+        [f"{d}={format_key(k)}" for k in keys] for d, keys in zip(map_over, keylists, strict=True)
+    ]
     return [f"{address}[{','.join(p)}]" for p in itertools.product(*parts)]
 
 
 def _key_suffix(map_over: Sequence[str], combo: tuple[Any, ...]) -> str:
-    return "[" + ",".join(f"{d}={format_key(k)}" for d, k in zip(map_over, combo, strict=True)) + "]"
+    return (
+        "[" + ",".join(f"{d}={format_key(k)}" for d, k in zip(map_over, combo, strict=True)) + "]"
+    )
 
 
 def _result_dims(where: str, mapped: tuple[Dim, ...], own: tuple[Dim, ...]) -> tuple[Dim, ...]:
@@ -1317,7 +1382,9 @@ def _determinism_message(
     )
 
 
-def _conflict(step: StepDefinition[..., Any], entry: CacheEntry, fps: dict[str, str]) -> dict[str, Any]:
+def _conflict(
+    step: StepDefinition[..., Any], entry: CacheEntry, fps: dict[str, str]
+) -> dict[str, Any]:
     meta = entry.meta
     cached_inputs = meta.get("inputs", {})
     changed = sorted(k for k in set(fps) | set(cached_inputs) if fps.get(k) != cached_inputs.get(k))

@@ -27,18 +27,21 @@ watching: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
 )
 """The warnings list of the body running now, when hermeticity is watched."""
 
-_IGNORED_PREFIXES: list[str] = sorted(
-    {
-        os.path.realpath(p)
-        for p in (
-            sys.prefix,
-            sys.base_prefix,
-            sys.exec_prefix,
-            *(sysconfig.get_paths().values()),
-        )
-        if p
-    }
-) + ["/dev/", "/proc/", "/sys/", "/etc/ssl/", "/usr/share/zoneinfo", "/etc/localtime"]
+_IGNORED_PREFIXES: list[str] = [
+    *sorted(
+        {
+            os.path.realpath(p)
+            for p in (
+                sys.prefix,
+                sys.base_prefix,
+                sys.exec_prefix,
+                *(sysconfig.get_paths().values()),
+            )
+            if p
+        }
+    ),
+    *("/dev/", "/proc/", "/sys/", "/etc/ssl/", "/usr/share/zoneinfo", "/etc/localtime"),
+]
 _IGNORED_SUFFIXES = (".py", ".pyc", ".pyo", ".so", ".pyd", ".pth", ".dist-info", ".egg-link")
 _STORE_ROOTS: set[str] = set()
 _ENV_ALLOWED = re.compile(

@@ -87,7 +87,10 @@ def _git_commit() -> tuple[str | None, bool]:
             return None, False
         dirty = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=5, check=False,
+            capture_output=True,
+            text=True,
+            timeout=5,
+            check=False,
         )
         return head.stdout.strip(), bool(dirty.stdout.strip())
     except (OSError, subprocess.SubprocessError):
@@ -119,19 +122,29 @@ async def _prepare_inputs(
         )
         if wants_ref and isinstance(value, Entity):
             value = await run.store_entity(value)
-        elif wants_ref and isinstance(value, Array) and any(
-            isinstance(v, Entity) for v in value.values()
+        elif (
+            wants_ref
+            and isinstance(value, Array)
+            and any(isinstance(v, Entity) for v in value.values())
         ):
-            refs = [await run.store_entity(v) if isinstance(v, Entity) else v for v in value.values()]
+            refs = [
+                await run.store_entity(v) if isinstance(v, Entity) else v for v in value.values()
+            ]
             value = Array.from_cells(value.dim_specs, value._keys, refs, param.value_type)  # type: ignore[union-attr]
         out[name] = value
     return out
 
 
-def _root_kwargs(wf: WorkflowDefinition[..., Any], inputs: Mapping[str, Any], run: Run) -> dict[str, Any]:
+def _root_kwargs(
+    wf: WorkflowDefinition[..., Any], inputs: Mapping[str, Any], run: Run
+) -> dict[str, Any]:
     bindings, _, concrete = run.bind(
-        f"Launching workflow {wf.name!r}", f"Workflow {wf.name!r}", wf.signature.params, inputs,
-        [], concrete_ok=True,
+        f"Launching workflow {wf.name!r}",
+        f"Workflow {wf.name!r}",
+        wf.signature.params,
+        inputs,
+        [],
+        concrete_ok=True,
     )
     for b in bindings:
         b.node.producer = f"input {b.param.name!r}"
@@ -184,8 +197,15 @@ async def _attempt(
     info: dict[str, Any] = {"attempt": attempt, "started_at": time.time(), "status": "running"}
     record["attempts"].append(info)
     run = Run(
-        store=store, job_id=job_id, attempt=attempt, conflict=conflict, concurrency=concurrency,
-        prior=prior, expected_ops=prior_ops, executor=executor, hermetic=hermetic,
+        store=store,
+        job_id=job_id,
+        attempt=attempt,
+        conflict=conflict,
+        concurrency=concurrency,
+        prior=prior,
+        expected_ops=prior_ops,
+        executor=executor,
+        hermetic=hermetic,
         holder=f"{socket.gethostname()}:{os.getpid()}:{job_id}:{attempt}:{uuid.uuid4().hex[:6]}",
     )
     run.on_invocation = on_invocation
@@ -200,8 +220,13 @@ async def _attempt(
         store.put_ops(job_id, attempt, run.ops)
         if verify:
             replay = Run(
-                store=store, job_id=job_id, attempt=attempt, mode="verify",
-                prior=run.invocations, expected_ops=run.ops, concurrency=concurrency,
+                store=store,
+                job_id=job_id,
+                attempt=attempt,
+                mode="verify",
+                prior=run.invocations,
+                expected_ops=run.ops,
+                concurrency=concurrency,
                 hermetic=False,
             )
             replay.entities = run.entities
@@ -296,8 +321,17 @@ async def launch(
         "attempts": [],
     }
     return await _attempt(
-        st, workflow, record, dict(inputs or {}), prior={}, prior_ops=None, conflict=conflict,
-        verify=verify, concurrency=concurrency, executor=executor, on_invocation=on_invocation,
+        st,
+        workflow,
+        record,
+        dict(inputs or {}),
+        prior={},
+        prior_ops=None,
+        conflict=conflict,
+        verify=verify,
+        concurrency=concurrency,
+        executor=executor,
+        on_invocation=on_invocation,
         hermetic=hermetic,
     )
 
@@ -330,8 +364,17 @@ async def resume(
     last = len(record["attempts"])
     prior_ops = st.get_ops(job_id, last) if last else None
     return await _attempt(
-        st, wf, record, inputs, prior=prior, prior_ops=prior_ops, conflict=conflict,
-        verify=verify, concurrency=concurrency, executor=executor, on_invocation=on_invocation,
+        st,
+        wf,
+        record,
+        inputs,
+        prior=prior,
+        prior_ops=prior_ops,
+        conflict=conflict,
+        verify=verify,
+        concurrency=concurrency,
+        executor=executor,
+        on_invocation=on_invocation,
         hermetic=hermetic,
     )
 
@@ -357,12 +400,15 @@ async def verify(
     attempt = len(record["attempts"])
     ops = st.get_ops(job_id, attempt) or {}
     prior = {a: Invocation.from_json(r) for a, r in st.job_invocations(job_id).items()}
-    replay = Run(store=st, job_id=job_id, attempt=attempt, mode="verify", prior=prior,
-                 expected_ops=ops)
+    replay = Run(
+        store=st, job_id=job_id, attempt=attempt, mode="verify", prior=prior, expected_ops=ops
+    )
     await replay.drive(replay.run_body(wf, wf.name, _root_kwargs(wf, inputs, replay)))
 
 
-def run(workflow: WorkflowDefinition[..., Any], inputs: Mapping[str, Any] | None = None, **options: Any) -> JobResult:
+def run(
+    workflow: WorkflowDefinition[..., Any], inputs: Mapping[str, Any] | None = None, **options: Any
+) -> JobResult:
     """``launch`` for synchronous code; works whether or not an event loop is running here."""
     try:
         asyncio.get_running_loop()

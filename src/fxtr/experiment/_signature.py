@@ -28,14 +28,15 @@ class Param:
     dims: tuple[Dim, ...]
     """Declared dimensions; ``()`` for a single value."""
     kind: Kind
-    """``value``: a bare value; ``array``: an ``Array`` (steps); ``handle``: a handle (workflows)."""
+    """``value``: a bare value; ``array``: an ``Array`` (steps); ``handle``: a handle."""
 
     def describe(self) -> str:
         """The parameter as written: ``answer: str``, ``scores: Array[float][sample: int]``."""
         if self.kind == "value":
             return f"{self.name}: {type_name(self.value_type)}"
         wrapper = "Array" if self.kind == "array" else "ArrayHandle"
-        return f"{self.name}: {wrapper}[{type_name(self.value_type)}] with dims {format_dims(self.dims)}"
+        dims = format_dims(self.dims)
+        return f"{self.name}: {wrapper}[{type_name(self.value_type)}] with dims {dims}"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -64,7 +65,7 @@ def _parse_annotation(
         if spec is None:
             problems.append(
                 f"{where} is Annotated[{type_name(inner)}, ...] without a dimension string; "
-                f"write Annotated[{type_name(inner)}, \"[dim: str]\"] (or \"[]\" for a scalar)"
+                f'write Annotated[{type_name(inner)}, "[dim: str]"] (or "[]" for a scalar)'
             )
             return None
         try:
@@ -84,9 +85,9 @@ def _parse_annotation(
             problems.append(
                 f"{where} is annotated {inner_origin.__name__}[...], but a {owner} "
                 + (
-                    "receives concrete data: annotate it Annotated[Array[T], \"[...]\"]"
+                    'receives concrete data: annotate it Annotated[Array[T], "[...]"]'
                     if owner == "step"
-                    else "schedules on handles: annotate it Annotated[ArrayHandle[T], \"[...]\"]"
+                    else 'schedules on handles: annotate it Annotated[ArrayHandle[T], "[...]"]'
                 )
             )
             return None
@@ -112,7 +113,7 @@ def _parse_annotation(
     if origin in (Array, ArrayHandle) or annotation in (Array, ArrayHandle):
         shown = type_name(annotation)
         problems.append(
-            f"{where} is {shown} without dimensions; write Annotated[{shown}, \"[dim: str]\"] "
+            f'{where} is {shown} without dimensions; write Annotated[{shown}, "[dim: str]"] '
             "(no Python type can name dimensions, so the string says them)"
         )
         return None
@@ -175,7 +176,7 @@ def read_signature(fn: Callable[..., Any], owner: Owner, label: str) -> Signatur
         if owner == "workflow" and result is not None and result.kind == "value":
             problems.append(
                 f"the result is {type_name(hints['return'])}, but a workflow returns a handle: "
-                "annotate it ScalarHandle[T] or Annotated[ArrayHandle[T], \"[...]\"]"
+                'annotate it ScalarHandle[T] or Annotated[ArrayHandle[T], "[...]"]'
             )
     if problems:
         msg = f"{where_fn} has a bad signature: " + "; ".join(problems) + "."

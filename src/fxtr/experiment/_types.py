@@ -59,8 +59,7 @@ def parse_dims(spec: str) -> tuple[Dim, ...]:
         name, key = item.groups()
         if key not in KEY_TYPES:
             msg = (
-                f"Dimension {name!r} in {spec!r} has key type {key!r}. Keys must be 'str' or "
-                "'int'."
+                f"Dimension {name!r} in {spec!r} has key type {key!r}. Keys must be 'str' or 'int'."
             )
             raise ValueError(msg)
         if any(d.name == name for d in dims):
@@ -208,8 +207,10 @@ def is_assignable(src: Any, dst: Any) -> bool:
 
 
 def check_value(value: Any, tp: Any) -> bool:
-    """Whether a runtime ``value`` is an instance of the value type ``tp`` (shallow for
-    containers' items beyond the first level, which the encoder checks anyway)."""
+    """Whether a runtime ``value`` is an instance of the value type ``tp``.
+
+    Containers are checked item by item; the encoder checks anything deeper.
+    """
     if tp is Any:
         return True
     if tp is None or tp is NoneType:
@@ -227,10 +228,10 @@ def check_value(value: Any, tp: Any) -> bool:
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin is _bound_id():
-        return isinstance(value, _bound_id()) and issubclass(
-            value.entity_type,
-            args[0],  # type: ignore[attr-defined]
-        )
+        if not isinstance(value, _bound_id()):
+            return False
+        entity_type: type = getattr(value, "entity_type")  # noqa: B009
+        return issubclass(entity_type, args[0])
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
             return False

@@ -107,9 +107,9 @@ class ModelAPI:
         self.model_name = model_name
         self.base_url = (base_url or self.default_base_url).rstrip("/")
         self._secret = Secret(
-            api_key if api_key is not None else (
-                os.environ.get(self.env_key) if self.env_key else None
-            )
+            api_key
+            if api_key is not None
+            else (os.environ.get(self.env_key) if self.env_key else None)
         )
         self._client = http_client or httpx.AsyncClient(timeout=timeout)
         self._owns_client = http_client is None
@@ -134,8 +134,13 @@ class ModelAPI:
     def _parse(self, data: dict[str, Any]) -> ModelResponse:
         raise NotImplementedError
 
-    def _fail(self, category: str, description: str, status: int | None = None,
-              retry_after: float | None = None) -> ModelCallError:
+    def _fail(
+        self,
+        category: str,
+        description: str,
+        status: int | None = None,
+        retry_after: float | None = None,
+    ) -> ModelCallError:
         return ModelCallError(
             ModelCallFailure(
                 category=category,
@@ -182,12 +187,17 @@ class ModelAPI:
                 retry_after_seconds(http.headers),
             )
         if not isinstance(data, dict):
-            raise self._fail("server_error", f"HTTP {http.status_code} with a body that is not JSON")
+            raise self._fail(
+                "server_error", f"HTTP {http.status_code} with a body that is not JSON"
+            )
         response = self._parse(data)
         cost = cost_of(self.model_name, response.usage)
         return ModelResponse(
-            output=response.output, usage=response.usage, cost=cost,
-            stop_reason=response.stop_reason, model=response.model or self.model_name,
+            output=response.output,
+            usage=response.usage,
+            cost=cost,
+            stop_reason=response.stop_reason,
+            model=response.model or self.model_name,
         )
 
     async def aclose(self) -> None:
@@ -232,7 +242,8 @@ async def generate_with_retries(
     while True:
         attempt += 1
         try:
-            return await api.generate(request)
+            response: ModelResponse = await api.generate(request)
+            return response
         except ModelCallError as exc:
             failure = exc.failure
         if failure.category not in failure_categories_to_retry or attempt >= retry.max_attempts:

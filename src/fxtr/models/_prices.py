@@ -47,8 +47,10 @@ def price_of(model: str) -> dict[str, float] | None:
         return PRICES[model]
     best = None
     for name in PRICES:
-        if model.startswith(name) and _DATED.match(model[len(name):]) and (
-            best is None or len(name) > len(best)
+        if (
+            model.startswith(name)
+            and _DATED.match(model[len(name) :])
+            and (best is None or len(name) > len(best))
         ):
             best = name
     return PRICES[best] if best else None

@@ -50,26 +50,41 @@ class OpenAIChatAPI(ModelAPI):
                 msg: dict[str, Any] = {"role": "assistant", "content": _text(m.content) or None}
                 if m.tool_calls:
                     msg["tool_calls"] = [
-                        {"id": c.id, "type": "function",
-                         "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                        {
+                            "id": c.id,
+                            "type": "function",
+                            "function": {"name": c.name, "arguments": json.dumps(c.arguments)},
+                        }
                         for c in m.tool_calls
                     ]
                 messages.append(msg)
             elif isinstance(m, ToolMessage):
                 for r in m.results:
-                    messages.append({"role": "tool", "tool_call_id": r.tool_call_id, "content": r.content})
+                    messages.append(
+                        {"role": "tool", "tool_call_id": r.tool_call_id, "content": r.content}
+                    )
         body: dict[str, Any] = {"model": self.model_name, "messages": messages}
         s = request.sampling
         if s is not None:
-            for key, value in (("temperature", s.temperature), ("max_completion_tokens", s.max_tokens),
-                               ("top_p", s.top_p), ("seed", s.seed),
-                               ("stop", list(s.stop) if s.stop else None)):
+            for key, value in (
+                ("temperature", s.temperature),
+                ("max_completion_tokens", s.max_tokens),
+                ("top_p", s.top_p),
+                ("seed", s.seed),
+                ("stop", list(s.stop) if s.stop else None),
+            ):
                 if value is not None:
                     body[key] = value
         if request.tools:
             body["tools"] = [
-                {"type": "function", "function": {"name": t.name, "description": t.description,
-                                                  "parameters": t.parameters}}
+                {
+                    "type": "function",
+                    "function": {
+                        "name": t.name,
+                        "description": t.description,
+                        "parameters": t.parameters,
+                    },
+                }
                 for t in request.tools
             ]
         if request.tool_choice is not None:
@@ -79,7 +94,7 @@ class OpenAIChatAPI(ModelAPI):
         return body
 
     def _parse(self, data: dict[str, Any]) -> ModelResponse:
-        if "error" in data and data["error"]:
+        if data.get("error"):
             # some compatible servers send errors inside a 200
             raise self._fail_from(data)
         choices = data.get("choices") or []
@@ -97,8 +112,13 @@ class OpenAIChatAPI(ModelAPI):
             output.append(ContentText(text=message["content"]))
         for call in message.get("tool_calls") or []:
             fn = call.get("function", {})
-            output.append(ToolCall(id=call.get("id", ""), name=fn.get("name", ""),
-                                   arguments=_json_args(fn.get("arguments"))))
+            output.append(
+                ToolCall(
+                    id=call.get("id", ""),
+                    name=fn.get("name", ""),
+                    arguments=_json_args(fn.get("arguments")),
+                )
+            )
         u = data.get("usage") or {}
         cached = (u.get("prompt_tokens_details") or {}).get("cached_tokens", 0)
         return ModelResponse(
@@ -111,12 +131,17 @@ class OpenAIChatAPI(ModelAPI):
     def _fail_from(self, data: dict[str, Any]) -> Exception:
         from fxtr.tracing._classify import category_from_http
 
-        return self._fail(category_from_http(None, data), f"error in a 200 response: {data['error']}", 200)
+        return self._fail(
+            category_from_http(None, data), f"error in a 200 response: {data['error']}", 200
+        )
 
 
 class OpenAIResponsesAPI(OpenAIChatAPI):
-    """The Responses API. ``status: failed`` or ``incomplete`` in a 200 response, and
-    ``refusal`` output blocks, are failures."""
+    """The Responses API.
+
+    ``status: failed`` or ``incomplete`` in a 200 response, and ``refusal`` output blocks,
+    are failures.
+    """
 
     def _path(self) -> str:
         return "/responses"
@@ -127,30 +152,56 @@ class OpenAIResponsesAPI(OpenAIChatAPI):
             if isinstance(m, SystemMessage):
                 items.append({"role": "system", "content": _text(m.content)})
             elif isinstance(m, UserMessage):
-                items.append({"role": "user", "content": [
-                    {"type": "input_text", "text": b.text} for b in m.content]})
+                items.append(
+                    {
+                        "role": "user",
+                        "content": [{"type": "input_text", "text": b.text} for b in m.content],
+                    }
+                )
             elif isinstance(m, AssistantMessage):
                 if m.content:
-                    items.append({"role": "assistant", "content": [
-                        {"type": "output_text", "text": b.text} for b in m.content]})
+                    items.append(
+                        {
+                            "role": "assistant",
+                            "content": [{"type": "output_text", "text": b.text} for b in m.content],
+                        }
+                    )
                 for c in m.tool_calls:
-                    items.append({"type": "function_call", "call_id": c.id, "name": c.name,
-                                  "arguments": json.dumps(c.arguments)})
+                    items.append(
+                        {
+                            "type": "function_call",
+                            "call_id": c.id,
+                            "name": c.name,
+                            "arguments": json.dumps(c.arguments),
+                        }
+                    )
             elif isinstance(m, ToolMessage):
                 for r in m.results:
-                    items.append({"type": "function_call_output", "call_id": r.tool_call_id,
-                                  "output": r.content})
+                    items.append(
+                        {
+                            "type": "function_call_output",
+                            "call_id": r.tool_call_id,
+                            "output": r.content,
+                        }
+                    )
         body: dict[str, Any] = {"model": self.model_name, "input": items}
         s = request.sampling
         if s is not None:
-            for key, value in (("temperature", s.temperature), ("max_output_tokens", s.max_tokens),
-                               ("top_p", s.top_p)):
+            for key, value in (
+                ("temperature", s.temperature),
+                ("max_output_tokens", s.max_tokens),
+                ("top_p", s.top_p),
+            ):
                 if value is not None:
                     body[key] = value
         if request.tools:
             body["tools"] = [
-                {"type": "function", "name": t.name, "description": t.description,
-                 "parameters": t.parameters}
+                {
+                    "type": "function",
+                    "name": t.name,
+                    "description": t.description,
+                    "parameters": t.parameters,
+                }
                 for t in request.tools
             ]
         if request.tool_choice is not None:
@@ -175,12 +226,19 @@ class OpenAIResponsesAPI(OpenAIChatAPI):
             if item.get("type") == "message":
                 for block in item.get("content") or []:
                     if block.get("type") == "refusal":
-                        raise self._fail("refusal", f"the model refused: {block.get('refusal')}", 200)
+                        raise self._fail(
+                            "refusal", f"the model refused: {block.get('refusal')}", 200
+                        )
                     if block.get("type") == "output_text":
                         output.append(ContentText(text=block.get("text", "")))
             elif item.get("type") == "function_call":
-                output.append(ToolCall(id=item.get("call_id", ""), name=item.get("name", ""),
-                                       arguments=_json_args(item.get("arguments"))))
+                output.append(
+                    ToolCall(
+                        id=item.get("call_id", ""),
+                        name=item.get("name", ""),
+                        arguments=_json_args(item.get("arguments")),
+                    )
+                )
         u = data.get("usage") or {}
         cached = (u.get("input_tokens_details") or {}).get("cached_tokens", 0)
         return ModelResponse(
@@ -194,7 +252,8 @@ class OpenAIResponsesAPI(OpenAIChatAPI):
 def _has_text(data: dict[str, Any]) -> bool:
     return any(
         block.get("type") == "output_text"
-        for item in data.get("output") or [] if item.get("type") == "message"
+        for item in data.get("output") or []
+        if item.get("type") == "message"
         for block in item.get("content") or []
     )
 
@@ -234,17 +293,36 @@ class AnthropicMessagesAPI(ModelAPI):
             if isinstance(m, SystemMessage):
                 system.append(_text(m.content))
             elif isinstance(m, UserMessage):
-                messages.append({"role": "user", "content": [
-                    {"type": "text", "text": b.text} for b in m.content]})
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": [{"type": "text", "text": b.text} for b in m.content],
+                    }
+                )
             elif isinstance(m, AssistantMessage):
-                content: list[dict[str, Any]] = [{"type": "text", "text": b.text} for b in m.content]
-                content += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
-                            for c in m.tool_calls]
+                content: list[dict[str, Any]] = [
+                    {"type": "text", "text": b.text} for b in m.content
+                ]
+                content += [
+                    {"type": "tool_use", "id": c.id, "name": c.name, "input": c.arguments}
+                    for c in m.tool_calls
+                ]
                 messages.append({"role": "assistant", "content": content})
             elif isinstance(m, ToolMessage):
-                messages.append({"role": "user", "content": [
-                    {"type": "tool_result", "tool_use_id": r.tool_call_id, "content": r.content,
-                     "is_error": r.is_error} for r in m.results]})
+                messages.append(
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "tool_result",
+                                "tool_use_id": r.tool_call_id,
+                                "content": r.content,
+                                "is_error": r.is_error,
+                            }
+                            for r in m.results
+                        ],
+                    }
+                )
         s = request.sampling
         body: dict[str, Any] = {
             "model": self.model_name,
@@ -254,17 +332,28 @@ class AnthropicMessagesAPI(ModelAPI):
         if system:
             body["system"] = "\n\n".join(system)
         if s is not None:
-            for key, value in (("temperature", s.temperature), ("top_p", s.top_p),
-                               ("stop_sequences", list(s.stop) if s.stop else None)):
+            for key, value in (
+                ("temperature", s.temperature),
+                ("top_p", s.top_p),
+                ("stop_sequences", list(s.stop) if s.stop else None),
+            ):
                 if value is not None:
                     body[key] = value
         if request.tools:
-            body["tools"] = [{"name": t.name, "description": t.description,
-                              "input_schema": t.parameters or {"type": "object"}}
-                             for t in request.tools]
+            body["tools"] = [
+                {
+                    "name": t.name,
+                    "description": t.description,
+                    "input_schema": t.parameters or {"type": "object"},
+                }
+                for t in request.tools
+            ]
         if request.tool_choice is not None:
-            body["tool_choice"] = {"type": request.tool_choice} if request.tool_choice in (
-                "auto", "any", "none") else {"type": "tool", "name": request.tool_choice}
+            body["tool_choice"] = (
+                {"type": request.tool_choice}
+                if request.tool_choice in ("auto", "any", "none")
+                else {"type": "tool", "name": request.tool_choice}
+            )
         return body
 
     def _parse(self, data: dict[str, Any]) -> ModelResponse:
@@ -283,11 +372,18 @@ class AnthropicMessagesAPI(ModelAPI):
             if block.get("type") == "text":
                 output.append(ContentText(text=block.get("text", "")))
             elif block.get("type") == "tool_use":
-                output.append(ToolCall(id=block.get("id", ""), name=block.get("name", ""),
-                                       arguments=block.get("input") or {}))
+                output.append(
+                    ToolCall(
+                        id=block.get("id", ""),
+                        name=block.get("name", ""),
+                        arguments=block.get("input") or {},
+                    )
+                )
         u = data.get("usage") or {}
         cached = u.get("cache_read_input_tokens") or 0
-        input_tokens = (u.get("input_tokens") or 0) + cached + (u.get("cache_creation_input_tokens") or 0)
+        input_tokens = (
+            (u.get("input_tokens") or 0) + cached + (u.get("cache_creation_input_tokens") or 0)
+        )
         return ModelResponse(
             output=tuple(output),
             usage=usage_of(input_tokens, u.get("output_tokens"), cached),

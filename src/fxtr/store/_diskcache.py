@@ -110,8 +110,12 @@ class CacheEntry:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CacheEntry:
         """Rebuild from ``as_dict``."""
-        rest = {k: v for k, v in data.items() if k not in ("fingerprint", "version", "result", "usage")}
-        return cls(data["fingerprint"], data.get("version"), data["result"], data.get("usage"), rest)
+        rest = {
+            k: v for k, v in data.items() if k not in ("fingerprint", "version", "result", "usage")
+        }
+        return cls(
+            data["fingerprint"], data.get("version"), data["result"], data.get("usage"), rest
+        )
 
 
 @dataclasses.dataclass(slots=True)

@@ -34,33 +34,53 @@ REASON_OF_CATEGORY: dict[str, str] = {
 # the first that matches decides. Status codes come after, in STATUS_CATEGORY.
 SIGNAL_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     # asking for more output than the model can give is not a context overflow
-    ("output_limit", re.compile(
-        r"max_(completion_|output_)?tokens.{0,60}(too large|exceeds|greater than|>|"
-        r"maximum allowed|not valid|above maximum)|"
-        r"maximum (allowed )?number of (output|completion) tokens|"
-        r"supports at most \d+ (output|completion) tokens"
-    )),
-    ("context_overflow", re.compile(
-        r"context_length_exceeded|context length|context window|prompt is too long|"
-        r"input is too long|too many (input )?tokens|reduce the length of the (messages|prompt)|"
-        r"exceeds? the (model'?s? )?(maximum )?(context|token limit)|request_too_large_for_model|"
-        r"maximum context"
-    )),
-    ("content_filter", re.compile(
-        r"content_filter|content_policy_violation|content management policy|"
-        r"responsibleaipolicyviolation|moderation|flagged|safety system|"
-        r"violat\w* (our|the) (usage|content) polic"
-    )),
-    ("quota", re.compile(
-        r"insufficient_quota|exceeded your current quota|quota exceeded|quota_exceeded|"
-        r"servicequotaexceeded|resource_exhausted|resource has been exhausted|out of quota"
-    )),
-    ("billing", re.compile(
-        r"credit balance|billing|payment required|insufficient[_ ]funds|"
-        r"budget has been exceeded|budget_exceeded|exceeded ?budget|over budget|spend limit|"
-        r"purchase (more )?credits|plans? (and|&) billing"
-    )),
-    ("rate_limit", re.compile(r"rate_limit_exceeded|rate_limit_error|throttlingexception|too_many_requests")),
+    (
+        "output_limit",
+        re.compile(
+            r"max_(completion_|output_)?tokens.{0,60}(too large|exceeds|greater than|>|"
+            r"maximum allowed|not valid|above maximum)|"
+            r"maximum (allowed )?number of (output|completion) tokens|"
+            r"supports at most \d+ (output|completion) tokens"
+        ),
+    ),
+    (
+        "context_overflow",
+        re.compile(
+            r"context_length_exceeded|context length|context window|prompt is too long|"
+            r"input is too long|too many (input )?tokens|"
+            r"reduce the length of the (messages|prompt)|"
+            r"exceeds? the (model'?s? )?(maximum )?(context|token limit)|"
+            r"request_too_large_for_model|"
+            r"maximum context"
+        ),
+    ),
+    (
+        "content_filter",
+        re.compile(
+            r"content_filter|content_policy_violation|content management policy|"
+            r"responsibleaipolicyviolation|moderation|flagged|safety system|"
+            r"violat\w* (our|the) (usage|content) polic"
+        ),
+    ),
+    (
+        "quota",
+        re.compile(
+            r"insufficient_quota|exceeded your current quota|quota exceeded|quota_exceeded|"
+            r"servicequotaexceeded|resource_exhausted|resource has been exhausted|out of quota"
+        ),
+    ),
+    (
+        "billing",
+        re.compile(
+            r"credit balance|billing|payment required|insufficient[_ ]funds|"
+            r"budget has been exceeded|budget_exceeded|exceeded ?budget|over budget|spend limit|"
+            r"purchase (more )?credits|plans? (and|&) billing"
+        ),
+    ),
+    (
+        "rate_limit",
+        re.compile(r"rate_limit_exceeded|rate_limit_error|throttlingexception|too_many_requests"),
+    ),
     ("overloaded", re.compile(r"overloaded_error|overloaded|server is busy|capacity")),
 )
 
@@ -121,7 +141,7 @@ def _signals(body: Any) -> str:
         try:
             body = json.loads(body)
         except ValueError:
-            return body.lower()
+            return str(body).lower()
     parts: list[str] = []
 
     def walk(node: Any, depth: int) -> None:
@@ -129,8 +149,19 @@ def _signals(body: Any) -> str:
             return
         if isinstance(node, dict):
             for key, value in node.items():
-                if key in ("code", "type", "message", "__type", "status", "reason", "detail",
-                           "error", "finish_reason", "stop_reason", "param") and isinstance(value, (str, int)):
+                if key in (
+                    "code",
+                    "type",
+                    "message",
+                    "__type",
+                    "status",
+                    "reason",
+                    "detail",
+                    "error",
+                    "finish_reason",
+                    "stop_reason",
+                    "param",
+                ) and isinstance(value, (str, int)):
                     parts.append(str(value))
                 elif isinstance(value, (dict, list)):
                     walk(value, depth + 1)
@@ -157,15 +188,25 @@ def category_from_http(status: int | None, body: Any) -> str:
     if by_signal in ("billing", "quota", "context_overflow", "content_filter", "output_limit"):
         return by_signal
     if by_signal == "rate_limit":
-        return "rate_limit" if status in (None, 429) or by_status in _OVERRIDABLE else by_status or "rate_limit"
+        return (
+            "rate_limit"
+            if status in (None, 429) or by_status in _OVERRIDABLE
+            else by_status or "rate_limit"
+        )
     if by_signal == "overloaded":
-        return "overloaded" if status is None or status >= 500 or status == 429 else by_status or "overloaded"
+        return (
+            "overloaded"
+            if status is None or status >= 500 or status == 429
+            else by_status or "overloaded"
+        )
     return by_status or by_signal
 
 
 def failure_category(error: Any) -> str | None:
-    """The finer category of a failure, or ``None`` for an error that carries no provider
-    information (user code that raised)."""
+    """The finer category of a failure (``rate_limit``, ``timeout``, ...).
+
+    ``None`` for an error that carries no provider information: user code that raised.
+    """
     from fxtr.models._types import ModelCallFailure
 
     if isinstance(error, ModelCallFailure):
@@ -189,12 +230,17 @@ def failure_category(error: Any) -> str | None:
 
 
 def _from_provider(error: Any) -> bool:
-    """Whether an error carries provider information: a model call's failure, or an HTTP
-    status or body. httpx transport errors raised by user code do not: they are the user's
-    tool failing (a model call's own transport failures arrive as ``ModelCallError``)."""
+    """Whether an error carries provider information.
+
+    That is a model call's failure, or an HTTP status or body. httpx transport errors
+    raised by user code do not: they are the user's tool failing (a model call's own
+    transport failures arrive as ``ModelCallError``).
+    """
     from fxtr.models._types import ModelCallFailure
 
-    if isinstance(error, ModelCallFailure) or isinstance(getattr(error, "failure", None), ModelCallFailure):
+    if isinstance(error, ModelCallFailure) or isinstance(
+        getattr(error, "failure", None), ModelCallFailure
+    ):
         return True
     return _status_of(error) is not None or getattr(error, "body", None) is not None
 

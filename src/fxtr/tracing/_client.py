@@ -17,7 +17,7 @@ from fxtr.tracing._graph import Node, TaskGraph
 from fxtr.tracing._recorder import current_frame, node_scope, retry_of
 
 
-class FluxRecoveryNotInstalled(FxtrError):  # noqa: N818 -- the name users know from the seed
+class FluxRecoveryNotInstalled(FxtrError):
     """Resuming a task this process does not hold, with no store to recover it from.
 
     Give the client a store (``Client(models, store=".fxtr")``) to resume across processes.
@@ -57,13 +57,18 @@ def _to_request(messages: Sequence[Any], sampling: dict[str, Any]) -> Any:
             context.append(m)
             continue
         content = m.get("content", "")
+        blocks: tuple[ContentText, ...]
         if isinstance(content, str):
             blocks = (ContentText(text=content),)
         else:
             blocks = tuple(ContentText(text=b["text"]) for b in content if b.get("type") == "text")
         role = m.get("role")
-        kinds = {"system": SystemMessage, "developer": SystemMessage, "user": UserMessage,
-                 "assistant": AssistantMessage}
+        kinds = {
+            "system": SystemMessage,
+            "developer": SystemMessage,
+            "user": UserMessage,
+            "assistant": AssistantMessage,
+        }
         if role not in kinds:
             msg = f"Message role {role!r} is not one of system, user, assistant."
             raise ValueError(msg)
@@ -71,7 +76,9 @@ def _to_request(messages: Sequence[Any], sampling: dict[str, Any]) -> Any:
     known = {"temperature", "max_tokens", "top_p", "seed", "stop"}
     unknown = set(sampling) - known
     if unknown:
-        msg = f"messages.create() got unknown options {sorted(unknown)!r}; known: {sorted(known)!r}."
+        msg = (
+            f"messages.create() got unknown options {sorted(unknown)!r}; known: {sorted(known)!r}."
+        )
         raise TypeError(msg)
     stop = sampling.get("stop")
     sampling = {**sampling, "stop": tuple(stop) if stop else None}
@@ -209,11 +216,16 @@ class Client:
                 self._thread_tasks[key] = scope
         return scope
 
-    def step(self, name: str, fn: Callable[..., Any] | None = None, /, *args: Any, **kwargs: Any) -> Any:
-        """A step node: ``with client.step(name):`` around a block, or
-        ``client.step(name, fn, *args, **kwargs)`` to call ``fn`` as a step (awaitable when
-        ``fn`` is async). A callable step can be re-run by ``resume`` from its recorded
-        arguments; a ``with`` block cannot be re-entered."""
+    def step(
+        self, name: str, fn: Callable[..., Any] | None = None, /, *args: Any, **kwargs: Any
+    ) -> Any:
+        """A step node, around a block or around a call.
+
+        ``with client.step(name):`` around a block, or
+        ``client.step(name, fn, *args, **kwargs)`` to call ``fn`` as a step (awaitable
+        when ``fn`` is async). A callable step can be re-run by ``resume`` from its recorded
+        arguments; a ``with`` block cannot be re-entered.
+        """
         if fn is None:
             return self._block(name)
         if inspect.iscoroutinefunction(fn):
@@ -242,8 +254,10 @@ class Client:
             scope = self.thread_task(name)
             frame = (scope.graph, scope.node.id)
         graph, parent = frame
-        attrs: dict[str, Any] = {"resumable": True,
-                                 "function": f"{fn.__module__}:{fn.__qualname__}"}
+        attrs: dict[str, Any] = {
+            "resumable": True,
+            "function": f"{fn.__module__}:{fn.__qualname__}",
+        }
         try:
             attrs["arguments"] = encode_text([list(args), kwargs])
         except EncodingError as exc:
@@ -283,8 +297,6 @@ class Client:
             KeyError: the store does not hold the task.
             Exception: the last retry's own failure, after it was recorded.
         """
-        from fxtr.experiment._encoding import decode_text
-
         graph = self._load(task_id, for_resume=True)
         retried = {dep for n in graph.nodes for dep in n.depends_on}
         failed = [n for n in graph.nodes if n.status == "failed" and n.id not in retried]
@@ -292,20 +304,12 @@ class Client:
         last_error: BaseException | None = None
         ran = False
         for node in failed:
-            if node.kind == "model_call":
-                request = decode_text(node.attrs["request"])
-                runner: Callable[[], Any] = (
-                    lambda request=request: self._api(model or "auto", request).generate(request)
-                )
-            elif node.kind == "step" and node.attrs.get("resumable"):
-                fn = self._callables.get(node.id) or _import(node.attrs["function"])
-                args, kwargs = decode_text(node.attrs["arguments"])
-                runner = lambda node=node, fn=fn, args=args, kwargs=kwargs: self._retry_step(  # noqa: E731
-                    node.name, fn, args, kwargs
-                )
-            else:
+            retry = self._retry_for(node, model)
+            if retry is None:
                 if node.kind == "step":
-                    why = node.attrs.get("not_resumable_because", "a `with` block cannot be re-entered")
+                    why = node.attrs.get(
+                        "not_resumable_because", "a `with` block cannot be re-entered"
+                    )
                     warnings.warn(
                         f"Failed step {node.name!r} (node {node.id}) was not re-run: {why}. "
                         f"Pass it as a callable, client.step({node.name!r}, fn, *args), to make "
@@ -315,19 +319,32 @@ class Client:
                     )
                 continue
             frame = current_frame.set((graph, node.parent_id or ""))
-            retry = retry_of.set(node.id)
+            replaces = retry_of.set(node.id)
             try:
-                result = await runner()
+                result = await retry
                 last_error = None
             except Exception as exc:
                 last_error = exc
             finally:
-                retry_of.reset(retry)
+                retry_of.reset(replaces)
                 current_frame.reset(frame)
             ran = True
         if last_error is not None:
             raise last_error
         return result if ran else None
+
+    def _retry_for(self, node: Node, model: str | None) -> Any:
+        """A coroutine re-running a failed node from its record, or None if it cannot be."""
+        from fxtr.experiment._encoding import decode_text
+
+        if node.kind == "model_call":
+            request = decode_text(node.attrs["request"])
+            return self._api(model or "auto", request).generate(request)
+        if node.kind == "step" and node.attrs.get("resumable"):
+            fn = self._callables.get(node.id) or _import(node.attrs["function"])
+            args, kwargs = decode_text(node.attrs["arguments"])
+            return self._retry_step(node.name, fn, args, kwargs)
+        return None
 
     async def _retry_step(
         self, name: str, fn: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]

@@ -89,12 +89,15 @@ class TaskGraph:
             yield child
             yield from self.walk(child.id)
 
-    def find(self, *, kind: str | None = None, name: str | None = None,
-             status: str | None = None) -> list[Node]:
+    def find(
+        self, *, kind: str | None = None, name: str | None = None, status: str | None = None
+    ) -> list[Node]:
         """Nodes matching all the given fields."""
         return [
-            n for n in self.nodes
-            if (kind is None or n.kind == kind) and (name is None or n.name == name)
+            n
+            for n in self.nodes
+            if (kind is None or n.kind == kind)
+            and (name is None or n.name == name)
             and (status is None or n.status == status)
         ]
 
@@ -111,12 +114,23 @@ class TaskGraph:
 
     # recording ------------------------------------------------------------------------
 
-    def start(self, kind: str, name: str, parent_id: str | None,
-              depends_on: list[str] | None = None, **attrs: Any) -> Node:
+    def start(
+        self,
+        kind: str,
+        name: str,
+        parent_id: str | None,
+        depends_on: list[str] | None = None,
+        **attrs: Any,
+    ) -> Node:
         """Create a running node."""
         node = Node(
-            id=uuid.uuid4().hex[:16], kind=kind, name=name, parent_id=parent_id,
-            depends_on=depends_on or [], started_at=time.time(), attrs=attrs,
+            id=uuid.uuid4().hex[:16],
+            kind=kind,
+            name=name,
+            parent_id=parent_id,
+            depends_on=depends_on or [],
+            started_at=time.time(),
+            attrs=attrs,
         )
         with self._lock:
             self.nodes.append(node)
@@ -134,8 +148,15 @@ class TaskGraph:
             self._children.setdefault(node.parent_id, []).append(node)
         return node
 
-    def end(self, node: Node, status: NodeStatus = "succeeded", *, error: BaseException | None = None,
-            reason: str | None = None, category: str | None = None) -> None:
+    def end(
+        self,
+        node: Node,
+        status: NodeStatus = "succeeded",
+        *,
+        error: BaseException | None = None,
+        reason: str | None = None,
+        category: str | None = None,
+    ) -> None:
         """Finish a node; a failure gets its reason (``stall`` when it is a retry loop)."""
         node.ended_at = time.time()
         node.status = status

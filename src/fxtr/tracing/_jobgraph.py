@@ -50,28 +50,39 @@ def _op_of(label: str) -> str | None:
 
 
 def job_graph(result: JobResult) -> TaskGraph:
-    """The graph of one attempt: a task node for the job, workflow nodes, step nodes (with
-    ``depends_on`` from the handles passed between operations) and model-call nodes."""
+    """The execution graph of one attempt of a job.
+
+    A task node for the job, workflow nodes, step nodes (with ``depends_on`` from the handles
+    passed between operations) and model-call nodes.
+    """
     graph = TaskGraph(result.job_id)
     root = result.workflows[0] if result.workflows else None
     job = Node(
-        id=result.job_id, kind="task", name=root.workflow if root else "job",
+        id=result.job_id,
+        kind="task",
+        name=root.workflow if root else "job",
         status={"succeeded": "succeeded", "failed": "failed"}.get(result.status, "needs_review"),  # type: ignore[arg-type]
         started_at=root.started_at if root else None,
-        ended_at=max((i.ended_at or 0 for i in result.invocations), default=None) or (
-            root.ended_at if root else None),
+        ended_at=max((i.ended_at or 0 for i in result.invocations), default=None)
+        or (root.ended_at if root else None),
         attrs={"attempt": result.attempt},
     )
     graph.add(job)
     for wf in result.workflows:
         parent = wf.address.rpartition("/")[0]
-        graph.add(Node(
-            id=wf.address, kind="workflow", name=wf.workflow,
-            parent_id=parent if parent else job.id,
-            status=wf.status,  # type: ignore[arg-type]
-            started_at=wf.started_at, ended_at=wf.ended_at, error=wf.error,
-            attrs={"address": wf.address, "logs": wf.logs, "warnings": wf.warnings},
-        ))
+        graph.add(
+            Node(
+                id=wf.address,
+                kind="workflow",
+                name=wf.workflow,
+                parent_id=parent if parent else job.id,
+                status=wf.status,  # type: ignore[arg-type]
+                started_at=wf.started_at,
+                ended_at=wf.ended_at,
+                error=wf.error,
+                attrs={"address": wf.address, "logs": wf.logs, "warnings": wf.warnings},
+            )
+        )
     by_op: dict[str, list[Any]] = {}
     for inv in result.invocations:
         parent, name, _ = split_address(inv.address)
@@ -89,20 +100,46 @@ def job_graph(result: JobResult) -> TaskGraph:
                 up_keys = split_address(up.address)[2]
                 if all(keys.get(k, v) == v for k, v in up_keys.items()):
                     depends.append(up.address)
-        node = graph.add(Node(
-            id=inv.address, kind="step", name=inv.step, parent_id=parent or job.id,
-            depends_on=depends, status=inv.status, started_at=inv.started_at,
-            ended_at=inv.ended_at, input_tokens=inv.input_tokens, output_tokens=inv.output_tokens,
-            cost_usd=inv.cost_usd, reason=inv.reason, category=inv.category, error=inv.error,
-            attrs={"address": inv.address, "from_cache": inv.from_cache, "logs": inv.logs,
-                   "warnings": inv.warnings},
-        ))
+        node = graph.add(
+            Node(
+                id=inv.address,
+                kind="step",
+                name=inv.step,
+                parent_id=parent or job.id,
+                depends_on=depends,
+                status=inv.status,
+                started_at=inv.started_at,
+                ended_at=inv.ended_at,
+                input_tokens=inv.input_tokens,
+                output_tokens=inv.output_tokens,
+                cost_usd=inv.cost_usd,
+                reason=inv.reason,
+                category=inv.category,
+                error=inv.error,
+                attrs={
+                    "address": inv.address,
+                    "from_cache": inv.from_cache,
+                    "logs": inv.logs,
+                    "warnings": inv.warnings,
+                },
+            )
+        )
         for i, call in enumerate(inv.model_calls):
-            graph.add(Node(
-                id=f"{inv.address}#call{i}", kind="model_call", name=call["model"],
-                parent_id=node.id, status=call["status"], started_at=call.get("started_at"),
-                ended_at=call.get("ended_at"), input_tokens=call.get("input_tokens", 0),
-                output_tokens=call.get("output_tokens", 0), cost_usd=call.get("cost_usd"),
-                reason=call.get("reason"), category=call.get("category"), error=call.get("error"),
-            ))
+            graph.add(
+                Node(
+                    id=f"{inv.address}#call{i}",
+                    kind="model_call",
+                    name=call["model"],
+                    parent_id=node.id,
+                    status=call["status"],
+                    started_at=call.get("started_at"),
+                    ended_at=call.get("ended_at"),
+                    input_tokens=call.get("input_tokens", 0),
+                    output_tokens=call.get("output_tokens", 0),
+                    cost_usd=call.get("cost_usd"),
+                    reason=call.get("reason"),
+                    category=call.get("category"),
+                    error=call.get("error"),
+                )
+            )
     return graph

@@ -14,7 +14,7 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any
 
-from fxtr.tracing._graph import Node, TaskGraph
+from fxtr.tracing._graph import Node, NodeStatus, TaskGraph
 
 if TYPE_CHECKING:
     from fxtr.models._types import ModelRequest, ModelResponse
@@ -71,8 +71,11 @@ class ModelCall:
 
 @contextlib.asynccontextmanager
 async def model_call(model_name: str, request: ModelRequest) -> AsyncIterator[ModelCall]:
-    """Record one model call: a node in the current graph (if any) and usage on the
-    running step invocation (if any). Re-raises whatever the call raised."""
+    """Record one model call, re-raising whatever the call raised.
+
+    The call is a node in the current graph (if any) and usage on the running step
+    invocation (if any).
+    """
     from fxtr.experiment._context import current_invocation
     from fxtr.experiment._encoding import encode_text
 
@@ -82,13 +85,15 @@ async def model_call(model_name: str, request: ModelRequest) -> AsyncIterator[Mo
     graph: TaskGraph | None = None
     if frame is not None:
         graph, parent = frame
-        node = graph.start("model_call", model_name, parent, _depends(), request=encode_text(request))
+        node = graph.start(
+            "model_call", model_name, parent, _depends(), request=encode_text(request)
+        )
     call = ModelCall(node)
     started = time.time()
     try:
         yield call
     except BaseException as exc:
-        status = "cancelled" if isinstance(exc, asyncio.CancelledError) else "failed"
+        status: NodeStatus = "cancelled" if isinstance(exc, asyncio.CancelledError) else "failed"
         if graph is not None and node is not None:
             graph.end(node, status, error=None if status == "cancelled" else exc)
         if invocation is not None:
@@ -105,13 +110,18 @@ async def model_call(model_name: str, request: ModelRequest) -> AsyncIterator[Mo
 
 
 def _on_invocation(
-    invocation: Any, model: str, response: ModelResponse | None, started: float,
+    invocation: Any,
+    model: str,
+    response: ModelResponse | None,
+    started: float,
     error: BaseException | None,
 ) -> None:
     from fxtr.tracing._classify import classify, failure_category
 
     detail: dict[str, Any] = {
-        "model": model, "started_at": started, "ended_at": time.time(),
+        "model": model,
+        "started_at": started,
+        "ended_at": time.time(),
         "status": "succeeded" if error is None else "failed",
     }
     by_model = invocation.cost_by_model.setdefault(
@@ -121,8 +131,11 @@ def _on_invocation(
     by_model["calls"] += 1
     if response is not None:
         usage = response.usage
-        detail.update(input_tokens=usage.input_tokens, output_tokens=usage.output_tokens,
-                      cost_usd=response.cost)
+        detail.update(
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            cost_usd=response.cost,
+        )
         invocation.input_tokens += usage.input_tokens
         invocation.output_tokens += usage.output_tokens
         by_model["input_tokens"] += usage.input_tokens
@@ -131,6 +144,9 @@ def _on_invocation(
             invocation.cost_usd = (invocation.cost_usd or 0.0) + response.cost
             by_model["usd"] = (by_model["usd"] or 0.0) + response.cost
     if error is not None:
-        detail.update(error=f"{type(error).__name__}: {error}", reason=classify(error),
-                      category=failure_category(error))
+        detail.update(
+            error=f"{type(error).__name__}: {error}",
+            reason=classify(error),
+            category=failure_category(error),
+        )
     invocation.model_calls.append(detail)
