@@ -34,6 +34,8 @@ class Eval:
     error: BaseException | None = None
     """What stopped the job (a bad signature, a nondeterministic workflow)."""
     job_id: str | None = None
+    index: dict[tuple[Any, ...], list[tuple[tuple[Any, ...], Any]]] | None = None
+    """The output's cells by item, built once per job."""
 
     @property
     def argnames(self) -> list[str]:
@@ -266,6 +268,7 @@ def slice_for(
         ``(value, cells, failure)``: the value the ``result`` fixture gives, the
         ``(full key, value)`` cells it covers, and a failure message or ``None``.
     """
+    from fxtr import Array
     from fxtr.tracing._jobgraph import split_address
 
     keys = item_keys(ev, item)
@@ -273,17 +276,10 @@ def slice_for(
     partial, missing = job.partial_output, job.missing
     if partial is None:
         return None, [], _job_failure(ev, keys)
-    select = {d: keys[d] for d in partial.dims if d in keys}
-    try:
-        sub = partial.sel(**select) if select else partial
-    except KeyError:
-        return None, [], f"the output of job {job.job_id} has no cell for {select!r}"
-    pos = [partial.dims.index(d) for d in partial.dims]
-    cells = [
-        (k, v)
-        for k, v in partial.items()
-        if all(k[pos[i]] == select[d] for i, d in enumerate(partial.dims) if d in select)
-    ]
+    select = tuple(keys[d] for d in partial.dims if d in keys)
+    cells = _cell_index(ev, partial, keys).get(select)
+    if cells is None:
+        return None, [], f"the output of job {job.job_id} has no cell for {keys!r}"
     gone = [(k, missing[k]) for k, _ in cells if k in missing]
     if gone:
         related = []
@@ -304,8 +300,30 @@ def slice_for(
         if not related:
             lines.append(f"  cause: {gone[0][1]}")
         return None, [], "\n".join(lines)
-    value = sub.item() if not sub.dims else sub
-    return value, cells, None
+    rest = [i for i, d in enumerate(partial.dims) if d not in keys]
+    if not rest:
+        return cells[0][1], cells, None
+    dims = tuple(partial.dim_specs[i] for i in rest)
+    sub = Array.from_cells(
+        dims,
+        [partial.keys(d.name) for d in dims],
+        [v for _, v in cells],
+        partial.value_type,
+    )
+    return sub, cells, None
+
+
+def _cell_index(
+    ev: Eval, partial: Any, keys: dict[str, str]
+) -> dict[tuple[Any, ...], list[tuple[tuple[Any, ...], Any]]]:
+    """The output's cells grouped by the keys of the dimensions items select (built once)."""
+    if ev.index is None:
+        pos = [i for i, d in enumerate(partial.dims) if d in keys]
+        index: dict[tuple[Any, ...], list[tuple[tuple[Any, ...], Any]]] = {}
+        for key, value in partial.items():
+            index.setdefault(tuple(key[i] for i in pos), []).append((key, value))
+        ev.index = index
+    return ev.index
 
 
 def _job_failure(ev: Eval, keys: dict[str, str]) -> str:
