@@ -259,3 +259,44 @@ def test_store_is_created_where_asked(tmp_path):
     """The default store is .fxtr in the working directory."""
     run(_drift_workflow(drifting_v1), {"x": 1})
     assert Path(".fxtr/cache").is_dir()
+
+
+@step(name="t.big")
+async def big(context: StepContext, x: int) -> str:
+    return "y" * 100_000 + str(x)
+
+
+@workflow(name="t.big_wf")
+async def big_wf(context: WorkflowContext, x: ScalarHandle[int]) -> ScalarHandle[str]:
+    return context.run_step("b", big, {"x": x})
+
+
+def test_large_results_stored_as_files_are_read_back():
+    """A result over diskcache's inline size (kept in a file) is served from the cache."""
+    first = run(big_wf, {"x": 7})
+    second = run(big_wf, {"x": 7})
+    assert second.invocations[0].from_cache
+    assert second.output.item() == first.output.item() == "y" * 100_000 + "7"
+
+
+def test_bulk_read_falls_back_to_per_key_gets(monkeypatch):
+    """If diskcache's internals change, entries are still read, one get per key."""
+    import sqlite3
+
+    run(_drift_workflow(drifting_v1), {"x": 1})
+    store = open_store(".fxtr")
+    original = type(store.cache)._sql
+
+    def changed_schema(self):
+        execute = original.fget(self)
+
+        def sql(statement, *args):
+            if "key IN (" in statement:
+                raise sqlite3.OperationalError("no such column: key")
+            return execute(statement, *args)
+
+        return sql
+
+    monkeypatch.setattr(type(store.cache), "_sql", property(changed_schema))
+    entries = store.get_entries(["t.drift/s", "nope"])
+    assert list(entries) == ["t.drift/s"] and entries["t.drift/s"].result == "2"

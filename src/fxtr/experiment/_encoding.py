@@ -140,6 +140,24 @@ def _hashable(value: Any) -> Any:
     return tuple(value) if isinstance(value, list) else value
 
 
+_LITERALS = {"true": True, "false": False, "null": None}
+
+
 def decode_text(text: str) -> Any:
     """Rebuild a value from its canonical JSON text."""
+    # fast path for bare numbers and literals, the commonest step results
+    first = text[:1]
+    if first in _NUMBER_START:
+        try:
+            return int(text)
+        except ValueError:
+            try:
+                return float(text)
+            except ValueError:
+                pass
+    elif text in _LITERALS:
+        return _LITERALS[text]
     return from_tree(json.loads(text))
+
+
+_NUMBER_START = frozenset("-0123456789")

@@ -747,6 +747,17 @@ class Run:
                 return (lambda combo: only), (lambda combo: cause)
             if len(b.mapped) == nd and [j for _, j in b.mapped] == list(range(nd)):
                 picks = [i for i, _ in b.mapped]
+                if nd == 1:
+                    # the common case (one mapped dimension): index by the bare key
+                    (pick,) = picks
+                    flat = {k[0]: v for k, v in cells.items()}
+                    flat_missing = {k[0]: c for k, c in missing.items()}
+                    return (
+                        lambda combo: flat[combo[pick]],
+                        (lambda combo: flat_missing.get(combo[pick]))
+                        if flat_missing
+                        else (lambda combo: None),
+                    )
 
                 def full_key(combo: tuple[Any, ...]) -> tuple[Any, ...]:
                     return tuple(combo[i] for i in picks)
@@ -806,7 +817,8 @@ class Run:
         keylists = self._align(address, bindings, values, map_over) if map_over else []
         combos = list(itertools.product(*keylists))
         slices = [self._slicer(b, v) for b, v in zip(bindings, values, strict=True)]
-        prefix = f"{step.name}\0{step.version!r}\0{step.source_hash}"
+        base_hash = hashlib.sha256(f"{step.name}\0{step.version!r}\0{step.source_hash}".encode())
+        names = sorted(b.param.name for b in bindings)
         fp_memo: list[dict[Any, str]] = [{} for _ in bindings]
         verify = self.mode == "verify"
         pairs = list(enumerate(zip(bindings, slices, strict=True)))
@@ -839,13 +851,13 @@ class Run:
             if skip is not None:
                 plans.append(Plan(inv_address, {}, {}, None, skip))
                 continue
-            fingerprint = (
-                None
-                if verify
-                else hashlib.sha256(
-                    (prefix + "".join(f"\0{k}={v}" for k, v in sorted(fps.items()))).encode()
-                ).hexdigest()
-            )
+            if verify:
+                fingerprint = None
+            else:
+                h = base_hash.copy()
+                for name in names:
+                    h.update(f"\0{name}={fps[name]}".encode())
+                fingerprint = h.hexdigest()
             plans.append(Plan(inv_address, kwargs, fps, fingerprint))
         outcomes = await self._resolve(step, plans, bindings)
         node.future.set_result(

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import operator
 from typing import Any, Literal
 
 InvocationStatus = Literal["succeeded", "failed", "skipped", "needs_review"]
@@ -57,13 +56,7 @@ class Invocation:
 
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON-able dict; fields at their defaults are left out."""
-        out = {"address": self.address, "step": self.step, "status": self.status}
-        out.update(
-            (name, value)
-            for name, value in zip(_OPTIONAL_FIELDS, _get_optional(self), strict=True)
-            if value
-        )
-        return out
+        return _to_json(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Invocation:
@@ -83,10 +76,23 @@ class Invocation:
         }
 
 
-_OPTIONAL_FIELDS = tuple(
-    f.name for f in dataclasses.fields(Invocation) if f.name not in ("address", "step", "status")
-)
-_get_optional = operator.attrgetter(*_OPTIONAL_FIELDS)
+def _compile_to_json() -> Any:
+    # straight-line code, as dataclasses and attrs generate theirs: a record is serialized
+    # for every invocation, cached ones included, so this is on the hot path
+    lines = [
+        "def to_json(self):",
+        "    out = {'address': self.address, 'step': self.step, 'status': self.status}",
+    ]
+    for f in dataclasses.fields(Invocation):
+        if f.name not in ("address", "step", "status"):
+            lines += [f"    v = self.{f.name}", f"    if v: out[{f.name!r}] = v"]
+    lines.append("    return out")
+    namespace: dict[str, Any] = {}
+    exec("\n".join(lines), namespace)
+    return namespace["to_json"]
+
+
+_to_json = _compile_to_json()
 
 
 @dataclasses.dataclass(slots=True, eq=False)
