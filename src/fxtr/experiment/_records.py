@@ -56,7 +56,8 @@ class Invocation:
 
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON-able dict; fields at their defaults are left out."""
-        return _to_json(self)
+        out: dict[str, Any] = _to_json(self)
+        return out
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Invocation:
