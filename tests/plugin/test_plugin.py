@@ -381,3 +381,50 @@ def test_xdist_one_job_one_summary_same_outcomes(pytester, monkeypatch):
     report = json.loads((pytester.path / "r.json").read_text())
     assert len(report["jobs"]) == 1
     result.stdout.fnmatch_lines(["*score gate failed*(model=small)*"])
+
+
+def test_last_failed_narrows_the_job(pytester, monkeypatch):
+    """--lf selects the failed items; the job covers only their keys."""
+    write_eval(pytester)
+    monkeypatch.setenv("EVAL_FAIL", "q3")
+    pytester.runpytest()
+    monkeypatch.delenv("EVAL_FAIL")
+    result = pytester.runpytest("--lf", "--fxtr-report", "r.json")
+    result.assert_outcomes(passed=2)
+    (job,) = json.loads((pytester.path / "r.json").read_text())["jobs"]
+    assert sorted(i["address"] for i in job["invocations"]) == [
+        "demo.evaluate/score[model=large,case=q3]",
+        "demo.evaluate/score[model=small,case=q3]",
+    ]
+
+
+def test_long_jobs_show_progress(pytester):
+    """A job running for more than two seconds writes progress lines."""
+    pytester.makepyfile(
+        test_slow="""
+        import asyncio
+        from typing import Annotated
+        import pytest
+        from fxtr import ArrayHandle, StepContext, WorkflowContext, step, workflow
+
+        @step(name="slow.nap")
+        async def nap(context: StepContext, i: int) -> int:
+            await asyncio.sleep(0.6)
+            return i
+
+        @workflow(name="slow.wf")
+        async def wf(context: WorkflowContext,
+                     i: Annotated[ArrayHandle[int], "[case: str]"]) -> Annotated[ArrayHandle[int], "[case: str]"]:
+            return context.run_step("nap", nap, {"i": i}, map_over=["case"])
+
+        @pytest.mark.fxtr(wf)
+        @pytest.mark.parametrize("i", range(5))
+        def test_slow(i, result):
+            assert result == i
+        """
+    )
+    result = pytester.runpytest("--fxtr-concurrency", "1")
+    result.assert_outcomes(passed=5)
+    result.stdout.fnmatch_lines(
+        ["fxtr: slow.wf: * steps done (0 cached, 0 failed), $0.0000 so far, *s"]
+    )
