@@ -9,7 +9,9 @@ import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
 
-NodeStatus = Literal["running", "succeeded", "failed", "cancelled", "skipped", "needs_review"]
+NodeStatus = Literal[
+    "running", "succeeded", "failed", "cancelled", "skipped", "needs_review", "interrupted"
+]
 
 
 @dataclasses.dataclass(slots=True, eq=False)
