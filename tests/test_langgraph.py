@@ -222,3 +222,27 @@ def test_bookkeeping_errors_never_fail_the_run(monkeypatch, caplog):
         "items": ["a", "b", "c"]
     }
     assert "could not mirror" in caplog.text
+
+
+def test_missing_extra_names_the_install_line(monkeypatch):
+    """Without LangGraph, importing the adapter says how to install the extra."""
+    import importlib
+    import sys
+
+    monkeypatch.setitem(sys.modules, "langgraph.checkpoint.memory", None)
+    monkeypatch.delitem(sys.modules, "fxtr.integrations.langgraph", raising=False)
+    with pytest.raises(ImportError, match=r"pip install 'fxtr\[langgraph\]'"):
+        importlib.import_module("fxtr.integrations.langgraph")
+
+
+def test_fxtr_does_not_import_langgraph_unless_the_adapter_is_used():
+    """Importing fxtr and its plugin loads no LangGraph."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, fxtr, fxtr.tracing, fxtr.models, pytest_fxtr.plugin;"
+        "print(any(m.startswith('langgraph') for m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
