@@ -115,60 +115,29 @@ def scores(payloads: list[dict[str, Any]]) -> list[Score]:
 
 def job_summary(store: Any, job_id: str) -> dict[str, Any]:
     """What the summary and the report say of one job, read from the store."""
-    record = store.get_job(job_id)
-    invocations = list(store.job_invocations(job_id).values())
-    attempt = record["attempts"][-1] if record["attempts"] else {}
+    from fxtr.report import cost_of_invocations, load_job
+
+    view = load_job(store, job_id)
+    invocations = list(view.invocations.values())
     return {
-        "record": record,
+        "view": view,
+        "record": view.record,
         "invocations": invocations,
-        "attempt": attempt,
+        "attempt": view.attempt,
         "cost": cost_of_invocations(invocations),
     }
 
 
-def cost_of_invocations(invocations: list[dict[str, Any]]) -> dict[str, Any]:
-    """Calls, tokens and dollars spent in this attempt, and what the cache saved, per model."""
-
-    def empty() -> dict[str, Any]:
-        return {"calls": 0, "input_tokens": 0, "output_tokens": 0, "usd": 0.0, "saved_usd": 0.0}
-
-    total = empty()
-    by_model: dict[str, dict[str, Any]] = defaultdict(empty)
-    for inv in invocations:
-        for model, usage in (inv.get("cost_by_model") or {}).items():
-            row = by_model[model]
-            if inv.get("from_cache"):
-                row["saved_usd"] += usage.get("usd") or 0.0
-                total["saved_usd"] += usage.get("usd") or 0.0
-                continue
-            for target in (row, total):
-                target["calls"] += usage.get("calls", 0)
-                target["input_tokens"] += usage.get("input_tokens", 0)
-                target["output_tokens"] += usage.get("output_tokens", 0)
-                target["usd"] += usage.get("usd") or 0.0
-    return {**total, "by_model": dict(by_model)}
-
-
 def report_json(jobs: dict[str, dict[str, Any]], all_scores: list[Score]) -> dict[str, Any]:
     """The ``--fxtr-report`` document."""
-    keys = ("address", "step", "status", "from_cache", "reason", "error", "warnings")
-    out = []
-    for job_id, info in jobs.items():
-        out.append(
-            {
-                "job_id": job_id,
-                "workflow": info["record"]["workflow"],
-                "status": info["attempt"].get("status"),
-                "attempt": info["attempt"].get("attempt"),
-                "invocations": [
-                    {k: inv.get(k, {"from_cache": False, "warnings": []}.get(k)) for k in keys}
-                    for inv in sorted(info["invocations"], key=lambda i: i["address"])
-                ],
-                "cost": info["cost"],
-                "scores": [s.to_json() for s in all_scores if s.job_id == job_id],
-            }
-        )
-    return {"jobs": out}
+    from fxtr.report import job_report
+
+    return {
+        "jobs": [
+            job_report(info["view"], [s.to_json() for s in all_scores if s.job_id == job_id])
+            for job_id, info in jobs.items()
+        ]
+    }
 
 
 def write_report(path: Path, document: dict[str, Any]) -> None:

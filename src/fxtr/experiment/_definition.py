@@ -172,8 +172,38 @@ def workflow(*, name: str) -> Callable[[Callable[P, Awaitable[R]]], WorkflowDefi
     return decorate
 
 
-def find_workflow(path: str) -> WorkflowDefinition[..., Any]:
+def _import_module(module: str, source_file: str | None) -> Any:
+    import importlib
+    import importlib.util
+    import os
+    import sys
+
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        if not source_file or not os.path.exists(source_file):
+            raise
+    # a module pytest imported from its own folder (evals/test_qa.py as `test_qa`)
+    folder = os.path.dirname(source_file)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    spec = importlib.util.spec_from_file_location(module, source_file)
+    if spec is None or spec.loader is None:
+        msg = f"cannot load {source_file}"
+        raise ImportError(msg)
+    loaded = importlib.util.module_from_spec(spec)
+    sys.modules[module] = loaded
+    spec.loader.exec_module(loaded)
+    return loaded
+
+
+def find_workflow(path: str, source_file: str | None = None) -> WorkflowDefinition[..., Any]:
     """The workflow at an importable path ``module:qualname``.
+
+    Args:
+        path: ``module:qualname`` as the record keeps it.
+        source_file: the module's file, used when the module is not importable by name
+            (pytest imports eval modules from their folder).
 
     Raises:
         LookupError: it cannot be imported, naming the path.
@@ -183,9 +213,7 @@ def find_workflow(path: str) -> WorkflowDefinition[..., Any]:
         return found
     module, _, qualname = path.partition(":")
     try:
-        import importlib
-
-        obj: Any = importlib.import_module(module)
+        obj: Any = _import_module(module, source_file)
         for part in qualname.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:

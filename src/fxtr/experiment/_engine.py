@@ -213,6 +213,8 @@ class Run:
         self.step_sems: dict[str, asyncio.Semaphore] = {}
         self.entities: dict[str, Entity] = {}
         self.held: set[str] = set()
+        self.values_seen: set[str] = set()
+        """Input fingerprints whose texts were queued for the store in this pass."""
         self._batch: Batch | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         self.on_invocation: Callable[[Invocation], None] | None = None
@@ -821,6 +823,7 @@ class Run:
         names = sorted(b.param.name for b in bindings)
         fp_memo: list[dict[Any, str]] = [{} for _ in bindings]
         verify = self.mode == "verify"
+        values_seen = self.values_seen
         pairs = list(enumerate(zip(bindings, slices, strict=True)))
         plans: list[Plan] = []
         for combo, inv_address in zip(combos, _addresses(address, map_over, keylists), strict=True):
@@ -841,10 +844,14 @@ class Run:
                 fp = fp_memo[i].get(memo_key) if memo_key is not None else None
                 if fp is None:
                     try:
-                        fp = fingerprint_text(encode_text(value))
+                        text = encode_text(value)
                     except EncodingError as exc:
                         skip = f"input {b.param.name!r} cannot be encoded: {exc}"
                         break
+                    fp = fingerprint_text(text)
+                    if fp not in values_seen:
+                        values_seen.add(fp)
+                        self._queue().values[fp] = text
                     if memo_key is not None:
                         fp_memo[i][memo_key] = fp
                 fps[b.param.name] = fp

@@ -97,6 +97,15 @@ def _git_commit() -> tuple[str | None, bool]:
         return None, False
 
 
+def _source_file(workflow: WorkflowDefinition[..., Any]) -> str | None:
+    import inspect
+
+    try:
+        return inspect.getsourcefile(workflow.fn)
+    except TypeError:
+        return None
+
+
 def _check_options(conflict: str, concurrency: int) -> None:
     if conflict not in CONFLICT_POLICIES:
         msg = f"{conflict!r} is not a valid conflict policy. Valid policies: review, overwrite."
@@ -218,6 +227,7 @@ async def _attempt(
         root: Node | None = await run.drive(run.run_body(wf, wf.name, kwargs))
         status = _status(run)
         store.put_ops(job_id, attempt, run.ops)
+        store.put_workflows(job_id, attempt, [w.to_json() for w in run.workflows.values()])
         if verify:
             replay = Run(
                 store=store,
@@ -235,6 +245,7 @@ async def _attempt(
         info.update(status="error", ended_at=time.time(), error=f"{type(exc).__name__}: {exc}")
         if run.ops:
             store.put_ops(job_id, attempt, run.ops)
+        store.put_workflows(job_id, attempt, [w.to_json() for w in run.workflows.values()])
         store.put_job(record)
         raise
     partial: Array[Any] | None = None
@@ -314,6 +325,7 @@ async def launch(
         "job_id": job_id,
         "workflow": workflow.name,
         "workflow_path": workflow.path,
+        "workflow_file": _source_file(workflow),
         "commit": commit,
         "dirty": dirty,
         "created_at": time.time(),
@@ -358,7 +370,7 @@ async def resume(
     _check_options(conflict, concurrency)
     st = _open(store)
     record = st.get_job(job_id)
-    wf = workflow or find_workflow(record["workflow_path"])
+    wf = workflow or find_workflow(record["workflow_path"], record.get("workflow_file"))
     inputs = {k: decode_text(v) for k, v in record.get("inputs", {}).items()}
     prior = {a: Invocation.from_json(r) for a, r in st.job_invocations(job_id).items()}
     last = len(record["attempts"])
@@ -395,7 +407,7 @@ async def verify(
     """
     st = _open(store)
     record = st.get_job(job_id)
-    wf = workflow or find_workflow(record["workflow_path"])
+    wf = workflow or find_workflow(record["workflow_path"], record.get("workflow_file"))
     inputs = {k: decode_text(v) for k, v in record.get("inputs", {}).items()}
     attempt = len(record["attempts"])
     ops = st.get_ops(job_id, attempt) or {}

@@ -109,3 +109,13 @@ class WorkflowRun:
     logs: list[str] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
     """Hermeticity notices from the body (files read, environment consulted)."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as a JSON-able dict."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> WorkflowRun:
+        """Rebuild a record written by ``to_json``."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})

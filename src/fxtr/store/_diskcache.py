@@ -10,7 +10,8 @@ Keys (all ``str``, values JSON text):
 - ``j|JOB``: a job's record; ``i|JOB|SEQ``: a chunk of its invocation records, appended in
   completion order (a later record of an address replaces an earlier one);
   ``s|JOB``: the number of chunks; ``o|JOB|ATTEMPT``: the operations each workflow
-  invocation scheduled; ``g|JOB|ATTEMPT``: the execution graph of an attempt.
+  invocation scheduled; ``w|JOB|ATTEMPT``: the workflow invocations of an attempt.
+- ``v|FINGERPRINT``: the canonical text of a step input (records keep fingerprints).
 - ``l|KEY``: the last job launched for a key (the plugin's per-eval resume pointer).
 - ``tc|TASK`` and ``tn|TASK|SEQ``: a ``fxtr.tracing.Client`` task graph, node by node.
 """
@@ -133,10 +134,17 @@ class Batch:
     """Entity texts by id."""
     invocations: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
     """Invocation records per job id."""
+    values: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Canonical texts of step inputs by fingerprint (what an invocation received)."""
 
     def __bool__(self) -> bool:
         return bool(
-            self.entries or self.replaced or self.released or self.entities or self.invocations
+            self.entries
+            or self.replaced
+            or self.released
+            or self.entities
+            or self.invocations
+            or self.values
         )
 
 
@@ -356,14 +364,54 @@ class DiskStore:
         text = self.cache.get(f"o|{job_id}|{attempt}")
         return None if text is None else json.loads(text)
 
-    def put_graph(self, job_id: str, attempt: int, graph: dict[str, Any]) -> None:
-        """Record an attempt's execution graph."""
-        self.cache.set(f"g|{job_id}|{attempt}", json.dumps(graph))
+    def put_workflows(self, job_id: str, attempt: int, workflows: list[dict[str, Any]]) -> None:
+        """Record the workflow invocations of an attempt (status, error, logs, notices)."""
+        self.cache.set(f"w|{job_id}|{attempt}", json.dumps(workflows))
 
-    def get_graph(self, job_id: str, attempt: int) -> dict[str, Any] | None:
-        """An attempt's execution graph, if recorded."""
-        text = self.cache.get(f"g|{job_id}|{attempt}")
-        return None if text is None else json.loads(text)
+    def get_workflows(self, job_id: str, attempt: int) -> list[dict[str, Any]]:
+        """The workflow invocations recorded for an attempt."""
+        text = self.cache.get(f"w|{job_id}|{attempt}")
+        return [] if text is None else json.loads(text)
+
+    def get_value(self, fingerprint: str) -> str | None:
+        """The canonical text of a step input, by its fingerprint."""
+        text: str | None = self.cache.get("v|" + fingerprint)
+        return text
+
+    def iter_tasks(self) -> Iterator[str]:
+        """Ids of the tracing tasks in the store."""
+        for key in self.cache.iterkeys():
+            if isinstance(key, str) and key.startswith("tc|"):
+                yield key[3:]
+
+    def volume(self) -> dict[str, Any]:
+        """Entry counts by kind and the size on disk."""
+        names = {
+            "e": "cache entries",
+            "h": "histories",
+            "c": "claims",
+            "n": "entities",
+            "j": "jobs",
+            "v": "input values",
+            "tc": "tracing tasks",
+        }
+        counts = dict.fromkeys(names.values(), 0)
+        for key in self.cache.iterkeys():
+            if isinstance(key, str):
+                kind = names.get(key.split("|", 1)[0])
+                if kind:
+                    counts[kind] += 1
+        return {"path": str(self.path), "bytes": self.cache.volume(), **counts}
+
+    def clear_cache(self) -> int:
+        """Remove every step-cache entry and its history (job records stay); how many."""
+        removed = 0
+        with self.cache.transact():
+            for key in list(self.cache.iterkeys()):
+                if isinstance(key, str) and key.startswith(("e|", "h|")):
+                    removed += key.startswith("e|")
+                    self.cache.delete(key)
+        return removed
 
     def next_trace_seq(self, task_id: str) -> int:
         """A new position in a task graph's node list."""
@@ -408,6 +456,8 @@ class DiskStore:
                 cache.set("e|" + address, text)
             for entity_id, text in batch.entities.items():
                 cache.set("n|" + entity_id, text)
+            for fp, text in batch.values.items():
+                cache.set("v|" + fp, text)
             for job_id, records in batch.invocations.items():
                 seq = cache.incr("s|" + job_id) - 1
                 cache.set(f"i|{job_id}|{seq}", json.dumps(records))

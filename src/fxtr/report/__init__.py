@@ -1,0 +1,29 @@
+"""Reading jobs back from the store: rows, reports, operation graphs, invocation details.
+
+What the pytest summary, the ``--fxtr-report`` JSON, the ``fxtr`` command and the viewer show
+is computed here once, from the store alone.
+"""
+
+from fxtr.report._views import (
+    JobView,
+    cost_of_invocations,
+    invocation_detail,
+    job_report,
+    job_row,
+    load_job,
+    operation_graph,
+    render_value,
+    task_view,
+)
+
+__all__ = [
+    "JobView",
+    "cost_of_invocations",
+    "invocation_detail",
+    "job_report",
+    "job_row",
+    "load_job",
+    "operation_graph",
+    "render_value",
+    "task_view",
+]

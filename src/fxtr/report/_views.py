@@ -1,0 +1,376 @@
+"""Views of stored jobs, computed from the store alone (no user code is imported)."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+from collections import Counter, defaultdict
+from typing import Any
+
+from fxtr.store import DiskStore
+
+MAX_STRING = 20_000
+"""Longer strings are cut in views, with a marker saying how much is left out."""
+MAX_CELLS = 200
+"""Array cells shown per value; the rest is counted."""
+MAX_GRAPH_NODES = 300
+"""Operation graphs larger than this are shown as a tree instead of a drawing."""
+
+
+@dataclasses.dataclass
+class JobView:
+    """One job as the store keeps it: its record and its last attempt's details."""
+
+    job_id: str
+    record: dict[str, Any]
+    invocations: dict[str, dict[str, Any]]
+    """The latest record of each invocation, by address."""
+    workflows: list[dict[str, Any]]
+    ops: dict[str, list[dict[str, Any]]]
+
+    @property
+    def attempt(self) -> dict[str, Any]:
+        attempts = self.record.get("attempts") or [{}]
+        return dict(attempts[-1])
+
+    @property
+    def status(self) -> str | None:
+        status: str | None = self.attempt.get("status")
+        return status
+
+
+def load_job(store: DiskStore, job_id: str) -> JobView:
+    """A job and its last attempt from the store.
+
+    Raises:
+        KeyError: the store has no such job.
+    """
+    record = store.get_job(job_id)
+    attempt = len(record.get("attempts", []))
+    return JobView(
+        job_id=job_id,
+        record=record,
+        invocations=store.job_invocations(job_id),
+        workflows=store.get_workflows(job_id, attempt) if attempt else [],
+        ops=(store.get_ops(job_id, attempt) or {}) if attempt else {},
+    )
+
+
+def cost_of_invocations(invocations: list[dict[str, Any]]) -> dict[str, Any]:
+    """Calls, tokens and dollars spent in this attempt, and what the cache saved, per model."""
+
+    def empty() -> dict[str, Any]:
+        return {"calls": 0, "input_tokens": 0, "output_tokens": 0, "usd": 0.0, "saved_usd": 0.0}
+
+    total = empty()
+    by_model: dict[str, dict[str, Any]] = defaultdict(empty)
+    for inv in invocations:
+        for model, usage in (inv.get("cost_by_model") or {}).items():
+            row = by_model[model]
+            if inv.get("from_cache"):
+                row["saved_usd"] += usage.get("usd") or 0.0
+                total["saved_usd"] += usage.get("usd") or 0.0
+                continue
+            for target in (row, total):
+                target["calls"] += usage.get("calls", 0)
+                target["input_tokens"] += usage.get("input_tokens", 0)
+                target["output_tokens"] += usage.get("output_tokens", 0)
+                target["usd"] += usage.get("usd") or 0.0
+    return {**total, "by_model": dict(by_model)}
+
+
+REPORT_KEYS = ("address", "step", "status", "from_cache", "reason", "error", "warnings")
+
+
+def job_report(view: JobView, scores: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One job in the ``{"jobs": [...]}`` report schema (``--fxtr-report``, ``fxtr export``)."""
+    defaults: dict[str, Any] = {"from_cache": False, "warnings": []}
+    return {
+        "job_id": view.job_id,
+        "workflow": view.record["workflow"],
+        "status": view.status,
+        "attempt": view.attempt.get("attempt"),
+        "invocations": [
+            {k: inv.get(k, defaults.get(k)) for k in REPORT_KEYS}
+            for _, inv in sorted(view.invocations.items())
+        ],
+        "cost": cost_of_invocations(list(view.invocations.values())),
+        "scores": scores or [],
+    }
+
+
+def job_row(view: JobView) -> dict[str, Any]:
+    """The columns of ``fxtr jobs`` and the viewer's jobs page."""
+    invs = list(view.invocations.values())
+    ran = [i for i in invs if not i.get("from_cache") and i.get("started_at")]
+    cost = cost_of_invocations(invs)
+    commit = view.record.get("commit")
+    return {
+        "job_id": view.job_id,
+        "workflow": view.record.get("workflow"),
+        "status": view.status,
+        "attempts": len(view.record.get("attempts", [])),
+        "ran": len(ran),
+        "cached": sum(1 for i in invs if i.get("from_cache")),
+        "failed": sum(1 for i in invs if i["status"] == "failed"),
+        "tokens": cost["input_tokens"] + cost["output_tokens"],
+        "cost_usd": cost["usd"],
+        "started": _iso(view.record.get("created_at")),
+        "commit": (commit[:10] + ("*" if view.record.get("dirty") else "")) if commit else None,
+    }
+
+
+def _iso(timestamp: float | None) -> str | None:
+    if timestamp is None:
+        return None
+    return dt.datetime.fromtimestamp(timestamp).isoformat(timespec="seconds")
+
+
+def strip_keys(address: str) -> str:
+    """An address without its map keys: the operation it belongs to."""
+    out, depth, quoted = [], 0, False
+    for ch in address:
+        if depth and ch == '"':
+            quoted = not quoted
+        elif ch == "[" and not quoted:
+            depth += 1
+            continue
+        elif ch == "]" and not quoted and depth:
+            depth -= 1
+            continue
+        if not depth:
+            out.append(ch)
+    return "".join(out)
+
+
+def _source_op(label: str) -> str | None:
+    if label.startswith(("input:", "value:", "combine(", "stack[")):
+        return None
+    head, _, last = label.rpartition("/")
+    return strip_keys(f"{head}/{last.split('.', 1)[0]}") if head else None
+
+
+def operation_graph(view: JobView) -> dict[str, Any]:
+    """One node per operation (maps grouped, with per-status counts), edges from handles.
+
+    Returns:
+        ``{"nodes": [...], "edges": [...], "truncated": bool}``; nodes carry a layered
+        left-to-right layout (``x``, ``y``), computed here so the page only draws.
+    """
+    nodes: dict[str, dict[str, Any]] = {}
+
+    def node(key: str, kind: str, name: str) -> dict[str, Any]:
+        if key not in nodes:
+            parent = key.rpartition("/")[0] or None
+            nodes[key] = {
+                "id": key,
+                "kind": kind,
+                "name": name,
+                "parent": parent,
+                "callee": None,
+                "counts": Counter(),
+                "ran": 0,
+                "cached": 0,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cost_usd": 0.0,
+                "reasons": Counter(),
+                "invocations": 0,
+            }
+        return nodes[key]
+
+    for wf in view.workflows:
+        key = strip_keys(wf["address"])
+        n = node(key, "workflow", key.rpartition("/")[2] or key)
+        n["callee"] = wf["workflow"]
+        n["counts"][wf["status"]] += 1
+        n["invocations"] += 1
+    edges: list[dict[str, Any]] = []
+    seen_edges: set[tuple[str, str, str]] = set()
+    for wf_address, ops in view.ops.items():
+        for op in ops:
+            key = strip_keys(f"{wf_address}/{op['name']}")
+            n = node(key, op["kind"], op["name"])
+            n["callee"] = op.get("callee")
+            for param, label in (op.get("inputs") or {}).items():
+                source = _source_op(label)
+                if source and (source, key, param) not in seen_edges:
+                    seen_edges.add((source, key, param))
+                    edges.append({"source": source, "target": key, "param": param})
+    for address, inv in view.invocations.items():
+        key = strip_keys(address)
+        n = node(key, "step", key.rpartition("/")[2])
+        n["callee"] = inv.get("step")
+        n["counts"][inv["status"]] += 1
+        n["invocations"] += 1
+        if inv.get("from_cache"):
+            n["cached"] += 1
+        elif inv.get("started_at"):
+            n["ran"] += 1
+            n["input_tokens"] += inv.get("input_tokens", 0)
+            n["output_tokens"] += inv.get("output_tokens", 0)
+            n["cost_usd"] += inv.get("cost_usd") or 0.0
+        if inv.get("reason"):
+            n["reasons"][inv["reason"]] += 1
+    edges = [e for e in edges if e["source"] in nodes]
+    _layout(nodes, edges)
+    out = []
+    for n in nodes.values():
+        out.append({**n, "counts": dict(n["counts"]), "reasons": dict(n["reasons"])})
+    return {
+        "nodes": out,
+        "edges": edges,
+        "truncated": len(out) > MAX_GRAPH_NODES,
+        "rollup": _rollup(out),
+    }
+
+
+def _rollup(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "input_tokens": sum(n["input_tokens"] for n in nodes),
+        "output_tokens": sum(n["output_tokens"] for n in nodes),
+        "cost_usd": sum(n["cost_usd"] for n in nodes),
+    }
+
+
+def _layout(nodes: dict[str, dict[str, Any]], edges: list[dict[str, Any]]) -> None:
+    """Layers by longest path over the data edges; a node's row is its order in its layer."""
+    incoming: dict[str, list[str]] = defaultdict(list)
+    for e in edges:
+        incoming[e["target"]].append(e["source"])
+    layer: dict[str, int] = {}
+
+    def depth(key: str, trail: frozenset[str]) -> int:
+        if key in layer:
+            return layer[key]
+        sources = [s for s in incoming.get(key, []) if s not in trail]
+        value = 1 + max((depth(s, trail | {key}) for s in sources), default=-1)
+        # children of a workflow sit at least one layer right of it
+        parent = nodes[key]["parent"]
+        if parent in nodes and parent not in trail:
+            value = max(value, depth(parent, trail | {key}) + 1)
+        layer[key] = value
+        return value
+
+    rows: dict[int, int] = defaultdict(int)
+    for key in nodes:
+        d = depth(key, frozenset())
+        nodes[key]["layer"] = d
+        nodes[key]["x"] = 20 + d * 230
+        nodes[key]["y"] = 20 + rows[d] * 96
+        rows[d] += 1
+
+
+def render_tree(tree: Any, store: DiskStore, depth: int = 0) -> Any:
+    """A canonical value tree made ready to show: entities as fields, references loaded,
+    arrays as cells, long strings cut. Nothing is imported or executed."""
+    if isinstance(tree, str):
+        if len(tree) > MAX_STRING:
+            return {"kind": "text", "text": tree[:MAX_STRING], "omitted": len(tree) - MAX_STRING}
+        return tree
+    if isinstance(tree, list):
+        shown = [render_tree(v, store, depth + 1) for v in tree[:MAX_CELLS]]
+        if len(tree) > MAX_CELLS:
+            shown.append({"kind": "omitted", "count": len(tree) - MAX_CELLS})
+        return shown
+    if not isinstance(tree, dict):
+        return tree
+    if "$entity" in tree:
+        return {
+            "kind": "entity",
+            "type": tree["$entity"].rpartition(":")[2],
+            "fields": {k: render_tree(v, store, depth + 1) for k, v in tree["v"].items()},
+        }
+    if "$ref" in tree:
+        out: dict[str, Any] = {
+            "kind": "ref",
+            "type": tree["$ref"].rpartition(":")[2],
+            "id": tree["id"],
+        }
+        text = store.get_entity(tree["id"]) if depth < 6 else None
+        if text is not None:
+            out["entity"] = render_tree(json.loads(text), store, depth + 1)
+        return out
+    if "$array" in tree:
+        dims = [d for d, _ in tree["$array"]]
+        import itertools
+
+        keys = list(itertools.product(*tree["keys"]))
+        cells = [
+            [list(k), render_tree(v, store, depth + 1)]
+            for k, v in zip(keys[:MAX_CELLS], tree["cells"], strict=False)
+        ]
+        return {"kind": "array", "dims": dims, "cells": cells, "size": len(keys)}
+    if "$set" in tree:
+        return render_tree(tree["$set"], store, depth)
+    if "$dict" in tree:
+        return {k: render_tree(v, store, depth + 1) for k, v in tree["$dict"]}
+    return {k: render_tree(v, store, depth + 1) for k, v in tree.items()}
+
+
+def render_value(text: str | None, store: DiskStore) -> Any:
+    """Render a value from its canonical text (``None`` when there is none)."""
+    if text is None:
+        return None
+    return render_tree(json.loads(text), store)
+
+
+def invocation_detail(store: DiskStore, view: JobView, address: str) -> dict[str, Any]:
+    """Everything the invocation panel shows.
+
+    Raises:
+        KeyError: the job has no invocation at that address.
+    """
+    inv = view.invocations.get(address)
+    if inv is None:
+        msg = f"Job {view.job_id} has no invocation at {address!r}."
+        raise KeyError(msg)
+    inputs = {}
+    for name, fp in (inv.get("input_fingerprints") or {}).items():
+        text = store.get_value(fp)
+        inputs[name] = {
+            "fingerprint": fp,
+            "value": render_value(text, store) if text is not None else None,
+            "recorded": text is not None,
+        }
+    started, ended = inv.get("started_at"), inv.get("ended_at")
+    return {
+        "address": address,
+        "step": inv.get("step"),
+        "status": inv.get("status"),
+        "from_cache": bool(inv.get("from_cache")),
+        "reason": inv.get("reason"),
+        "category": inv.get("category"),
+        "error": inv.get("error"),
+        "traceback": inv.get("traceback"),
+        "conflict": inv.get("conflict"),
+        "inputs": inputs,
+        "result": render_value(inv.get("result_text"), store),
+        "logs": inv.get("logs") or [],
+        "warnings": inv.get("warnings") or [],
+        "model_calls": inv.get("model_calls") or [],
+        "started": _iso(started),
+        "seconds": (ended - started) if started and ended else None,
+        "input_tokens": inv.get("input_tokens", 0),
+        "output_tokens": inv.get("output_tokens", 0),
+        "cost_usd": inv.get("cost_usd"),
+        "attempt": inv.get("attempt"),
+        "fingerprint": inv.get("fingerprint"),
+    }
+
+
+def task_view(store: DiskStore, task_id: str) -> dict[str, Any]:
+    """A tracing task (``fxtr.tracing.Client`` or a LangGraph run) as nodes.
+
+    Raises:
+        KeyError: the store has no such task.
+    """
+    nodes = store.get_trace_nodes(task_id)
+    if not nodes:
+        msg = f"No task {task_id!r} in the store at {store.path}."
+        raise KeyError(msg)
+    for n in nodes:
+        n.pop("attrs", None)  # requests and arguments stay in the store
+    root = next((n for n in nodes if n.get("parent_id") is None), nodes[0])
+    return {"task_id": task_id, "name": root["name"], "status": root["status"], "nodes": nodes}
