@@ -142,10 +142,9 @@ def cmd_show(args: argparse.Namespace) -> int:
         extra = ""
         if n["kind"] == "step" and n["invocations"]:
             extra = f" · {n['ran']} ran, {n['cached']} cached"
-            if n["input_tokens"] or n["output_tokens"]:
-                extra += (
-                    f" · {n['input_tokens'] + n['output_tokens']} tokens · {_usd(n['cost_usd'])}"
-                )
+            tokens = n["input_tokens"] + n["output_tokens"]
+            if tokens:
+                extra += f" · {tokens} tokens · {_usd(n['cost_usd'])}"
         reasons = (
             " · reasons: " + ", ".join(f"{k} {v}" for k, v in n["reasons"].items())
             if n["reasons"]
@@ -291,8 +290,8 @@ def cmd_view(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     server, thread = serve(store, args.host, args.port)
-    host, port = server.server_address[:2]
-    shown = f"[{host}]" if ":" in str(host) else host
+    host, port = str(server.server_address[0]), server.server_address[1]
+    shown = f"[{host}]" if ":" in host else host
     print(f"fxtr viewer on http://{shown}:{port}/ (Ctrl-C to stop)", flush=True)
     try:
         while thread.is_alive():
@@ -301,6 +300,7 @@ def cmd_view(args: argparse.Namespace) -> int:
         pass
     finally:
         server.shutdown()
+        server.server_close()
     return 0
 
 

@@ -186,7 +186,7 @@ def make_handler(viewer: Viewer, allowed_hosts: set[str]) -> type[BaseHTTPReques
             name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
             return name in allowed_hosts
 
-        def do_GET(self) -> None:  # noqa: N802 -- the stdlib's name
+        def do_GET(self) -> None:
             if not self._host_ok():
                 self._error(HTTPStatus.FORBIDDEN, "Host not allowed")
                 return
@@ -208,12 +208,12 @@ def make_handler(viewer: Viewer, allowed_hosts: set[str]) -> type[BaseHTTPReques
                 return
             self._send(HTTPStatus.OK, safe_json(data).encode(), "application/json")
 
-        do_HEAD = do_GET  # noqa: N815
+        do_HEAD = do_GET
 
         def _refuse(self) -> None:
             self._error(HTTPStatus.METHOD_NOT_ALLOWED, "the viewer is read-only: GET and HEAD only")
 
-        do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse  # noqa: N815
+        do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _refuse
 
     return Handler
 
@@ -230,8 +230,11 @@ def serve(store: DiskStore, host: str, port: int) -> tuple[ThreadingHTTPServer, 
 
 
 def export_html(store: DiskStore, job_id: str) -> str:
-    """One self-contained HTML file showing a job offline: CSS, JS and data inline, a CSP
-    that blocks the network, each invocation's details in its own JSON block."""
+    """One self-contained HTML file showing a job offline.
+
+    CSS, JS and data are inline, a CSP blocks the network, and each invocation's details sit
+    in a JSON block of their own, parsed only when opened.
+    """
     viewer = Viewer(store)
     view = load_job(store, job_id)
     job = viewer.job(job_id)

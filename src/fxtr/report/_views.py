@@ -263,8 +263,11 @@ def _layout(nodes: dict[str, dict[str, Any]], edges: list[dict[str, Any]]) -> No
 
 
 def render_tree(tree: Any, store: DiskStore, depth: int = 0) -> Any:
-    """A canonical value tree made ready to show: entities as fields, references loaded,
-    arrays as cells, long strings cut. Nothing is imported or executed."""
+    """A canonical value tree made ready to show.
+
+    Entities become fields, references are loaded, arrays become cells and long strings are
+    cut. Nothing is imported or executed.
+    """
     if isinstance(tree, str):
         if len(tree) > MAX_STRING:
             return {"kind": "text", "text": tree[:MAX_STRING], "omitted": len(tree) - MAX_STRING}

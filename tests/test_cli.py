@@ -1,0 +1,156 @@
+"""The `fxtr` command: every subcommand, its output, exit codes and errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fxtr import run
+from fxtr.cli import main
+from tests import examples
+from tests.examples import evaluate, qa_inputs
+
+
+@pytest.fixture
+def failed_job():
+    """A store with one failed job of qa.evaluate (one case's answer raised)."""
+    examples.CALLS.clear()
+    examples.FAIL.clear()
+    examples.FAIL.add("capital of france")
+    try:
+        result = run(evaluate, qa_inputs(models=("a",)))
+    finally:
+        examples.FAIL.clear()
+    return result.job_id
+
+
+def test_missing_store_is_an_error_and_creates_nothing(tmp_path, capsys):
+    """Every command on a missing store exits 1, names the path and creates nothing."""
+    for command in (["jobs"], ["show", "x"], ["cache"], ["export", "x"], ["view"]):
+        assert main(["--store", str(tmp_path / "nope"), *command]) == 1
+    err = capsys.readouterr().err
+    assert f"no fxtr store at {tmp_path / 'nope'}" in err and "--store PATH" in err
+    assert not (tmp_path / "nope").exists()
+
+
+def test_jobs_lists_columns_and_filters(failed_job, capsys):
+    """`fxtr jobs` shows id, workflow, status, attempts, counts, tokens, cost, commit."""
+    assert main(["jobs"]) == 0
+    out = capsys.readouterr().out
+    assert "job" in out and "workflow" in out and "commit" in out
+    assert failed_job in out and "qa.evaluate" in out and "failed" in out
+    assert main(["jobs", "--status", "succeeded"]) == 0
+    assert failed_job not in capsys.readouterr().out
+    assert main(["jobs", "--json", "--store", ".fxtr"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["failed"] == 1 and row["ran"] == 3 and row["attempts"] == 1
+
+
+def test_show_prints_the_tree_and_failures(failed_job, capsys):
+    """`fxtr show JOB` prints workflows and operations as a tree, then failures with reasons."""
+    assert main(["show", failed_job]) == 0
+    out = capsys.readouterr().out
+    assert "└─ qa.evaluate [workflow]" in out
+    assert "answer (qa.answer) [step] 1 failed, 1 succeeded" in out
+    assert "reasons: tool_error 1" in out
+    assert "failures:\n  qa.evaluate/answer[model=a,prompt=p2]: tool_error: ConnectionError" in out
+
+
+def test_unknown_job_names_the_store(failed_job, capsys):
+    """An unknown job id exits 1 and says how to list jobs."""
+    assert main(["show", "nope"]) == 1
+    assert "no job 'nope' in the store at" in capsys.readouterr().err
+
+
+def test_resume_reruns_the_failed_line(failed_job, capsys):
+    """`fxtr resume JOB` runs attempt 2; exit 0 when it succeeds."""
+    examples.CALLS.clear()
+    assert main(["resume", failed_job]) == 0
+    assert "attempt 2 · succeeded · 3 ran, 0 failed" in capsys.readouterr().out
+    assert sorted(examples.CALLS) == [
+        "qa.evaluate/answer[model=a,prompt=p2]",
+        "qa.evaluate/score[model=a,prompt=p2]",
+        "qa.evaluate/summarize[model=a]/mean",
+    ]
+
+
+def test_resume_of_a_workflow_that_cannot_be_imported(failed_job, capsys):
+    """A record whose workflow moved is a clear error naming the path."""
+    from fxtr.store import open_store
+
+    store = open_store(".fxtr")
+    record = store.get_job(failed_job)
+    record.update(workflow_path="gone.module:evaluate", workflow_file=None)
+    store.put_job(record)
+    from fxtr.experiment import _definition
+
+    assert main(["resume", failed_job]) == 1
+    err = capsys.readouterr().err
+    assert "'gone.module:evaluate' can no longer be imported" in err
+    assert _definition  # the registry did not hide the missing module
+
+
+def test_export_uses_the_report_schema(failed_job, capsys, tmp_path):
+    """`fxtr export JOB` writes the --fxtr-report schema."""
+    assert main(["export", failed_job, "-o", str(tmp_path / "out.json")]) == 0
+    (job,) = json.loads((tmp_path / "out.json").read_text())["jobs"]
+    assert set(job) == {"job_id", "workflow", "status", "attempt", "invocations", "cost", "scores"}
+    assert job["status"] == "failed"
+    assert {"address", "step", "status", "from_cache", "reason", "error"} <= set(
+        job["invocations"][0]
+    )
+
+
+def test_cache_stats_history_restore_and_clear(failed_job, capsys, monkeypatch):
+    """`fxtr cache` counts; history and restore follow an overwrite; clear asks first."""
+    assert main(["cache"]) == 0
+    out = capsys.readouterr().out
+    assert "cache entries: 2" in out and "jobs: 1" in out
+    run(
+        evaluate,
+        qa_inputs({"p1": "what is two plus three", "p2": "capital of france"}, models=("a",)),
+        conflict="overwrite",
+    )
+    address = "qa.evaluate/answer[model=a,prompt=p1]"
+    assert main(["cache", "history", address]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("[0] ") and "[current]" in out
+    assert main(["cache", "restore", address]) == 0
+    assert f"restored {address}" in capsys.readouterr().out
+    assert main(["cache", "history", "qa.evaluate/nothing"]) == 1
+    assert "no cache entry or history" in capsys.readouterr().err
+    assert main(["cache", "restore", "qa.evaluate/answer[model=a,prompt=p2]"]) == 1
+    assert "No history" in capsys.readouterr().err
+    monkeypatch.setattr("sys.stdin", None)
+    assert main(["cache", "clear"]) == 1
+    assert "pass --yes" in capsys.readouterr().err
+    assert main(["cache", "clear", "--yes"]) == 0
+    assert "cleared" in capsys.readouterr().out
+    assert main(["jobs"]) == 0  # job records stay
+
+
+def test_store_option_before_or_after_the_command(failed_job, capsys, tmp_path):
+    """--store works before and after the subcommand."""
+    store = str(Path(".fxtr").resolve())
+    assert main(["--store", store, "jobs"]) == 0
+    assert main(["jobs", "--store", store]) == 0
+    assert capsys.readouterr().out.count(failed_job) == 2
+
+
+def test_remote_host_needs_an_explicit_flag(failed_job, capsys):
+    """Binding beyond loopback needs --allow-remote."""
+    assert main(["view", "--host", "0.0.0.0"]) == 1
+    assert "--allow-remote" in capsys.readouterr().err
+
+
+def test_help_everywhere():
+    """--help works for the command and every subcommand."""
+    for args in ([], ["jobs"], ["show"], ["resume"], ["cache"], ["export"], ["view"]):
+        out = subprocess.run(
+            [sys.executable, "-m", "fxtr.cli", *args, "--help"], capture_output=True, text=True
+        )
+        assert out.returncode == 0 and "usage: fxtr" in out.stdout
