@@ -205,7 +205,13 @@ def resume_key(ev: Eval, inputs: dict[str, Any]) -> str:
     return f"pytest:{ev.nodeid}:{input_fingerprint(inputs)}"
 
 
-def run_job(ev: Eval, settings: Any, run_id: str, progress: Callable[[Any], None] | None) -> None:
+def run_job(
+    ev: Eval,
+    settings: Any,
+    run_id: str,
+    progress: Callable[[Any], None] | None,
+    loop: SessionLoop,
+) -> None:
     """Run (or resume) the eval's job once; keep the result or the error on the eval."""
     from fxtr.experiment._jobs import launch, resume
     from fxtr.store import open_store
@@ -222,41 +228,55 @@ def run_job(ev: Eval, settings: Any, run_id: str, progress: Callable[[Any], None
             "verify": settings.verify,
             "concurrency": settings.concurrency,
             "on_invocation": progress,
+            "executor": loop.executor_for(settings.executor),
         }
         last = store.get_last_job(key) if settings.resume else None
         if last is not None and store.has_job(last):
             coro = resume(last, workflow=ev.workflow, **options)
         else:
             coro = launch(ev.workflow, inputs, job_id=job_id_for(run_id, ev), **options)
-        ev.job = _run_sync(coro)
+        ev.job = loop.run(coro)
         ev.job_id = ev.job.job_id
         store.set_last_job(key, ev.job.job_id)
     except Exception as exc:
         ev.error = exc
 
 
-def _run_sync(coro: Any) -> Any:
-    import asyncio
-    import threading
+class SessionLoop:
+    """One event loop in a thread for the run's jobs, so an executor outlives one job."""
 
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(coro)
-    box: dict[str, Any] = {}
+    def __init__(self) -> None:
+        import asyncio
+        import threading
 
-    def target() -> None:
-        try:
-            box["value"] = asyncio.run(coro)
-        except BaseException as exc:
-            box["error"] = exc
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="fxtr-jobs", daemon=True)
+        self.thread.start()
+        self.executor: Any = None
 
-    thread = threading.Thread(target=target)
-    thread.start()
-    thread.join()
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
+    def run(self, coro: Any) -> Any:
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+
+    def executor_for(self, url: str | None) -> Any:
+        """The executor for ``--fxtr-executor`` (made once, on this loop)."""
+        if not url:
+            return None
+        if self.executor is None:
+            from fxtr.integrations.dask import DaskExecutor
+
+            target = url.removeprefix("dask://")
+            self.executor = DaskExecutor("local" if target == "local" else f"tcp://{target}")
+            self.run(self.executor.start())
+        return self.executor
+
+    def close(self) -> None:
+        if self.executor is not None:
+            self.run(self.executor.aclose())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
 
 
 def slice_for(

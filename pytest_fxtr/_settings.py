@@ -23,6 +23,8 @@ class Settings:
     concurrency: int
     fail_under: float | None
     report: Path | None
+    executor: str | None = None
+    """``dask://local`` or ``dask://HOST:PORT``; ``None`` runs steps on this process's loop."""
 
     def header(self) -> str:
         """The one header line."""
@@ -36,6 +38,8 @@ class Settings:
             parts.append("resume=on")
         if self.fail_under is not None:
             parts.append(f"fail-under={self.fail_under:g}")
+        if self.executor:
+            parts.append(f"executor={self.executor}")
         return "fxtr: " + ", ".join(parts)
 
 
@@ -84,6 +88,12 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="write a JSON report of jobs, invocations, cost and scores",
     )
+    group.addoption(
+        "--fxtr-executor",
+        default=None,
+        metavar="URL",
+        help="run steps on a Dask cluster: dask://HOST:PORT, or dask://local",
+    )
     parser.addini("fxtr_resume", "resume the last job of each eval", type="bool", default=False)
     parser.addini("fxtr_cache_dir", "the fxtr store directory", default=None)
     parser.addini("fxtr_cache_conflict", "review or overwrite", default=None)
@@ -91,6 +101,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("fxtr_concurrency", "steps that run at once per job", default=None)
     parser.addini("fxtr_fail_under", "default score threshold", default=None)
     parser.addini("fxtr_report", "JSON report path", default=None)
+    parser.addini("fxtr_executor", "dask://HOST:PORT or dask://local", default=None)
 
 
 def _pick(config: pytest.Config, name: str) -> Any:
@@ -130,6 +141,11 @@ def resolve(config: pytest.Config) -> Settings:
             fail_under = float(fail_raw)
         except (TypeError, ValueError):
             problems.append(f"--fxtr-fail-under must be a number, got {fail_raw!r}.")
+    executor = _pick(config, "executor") or None
+    if executor and not executor.startswith("dask://"):
+        problems.append(
+            f"{executor!r} is not a valid fxtr executor. Use dask://HOST:PORT or dask://local."
+        )
     if problems:
         raise pytest.UsageError("\n".join(problems))
     invocation_dir = Path(config.invocation_params.dir)
@@ -147,4 +163,5 @@ def resolve(config: pytest.Config) -> Settings:
         concurrency=concurrency,
         fail_under=fail_under,
         report=(invocation_dir / report_raw).resolve() if report_raw else None,
+        executor=executor,
     )

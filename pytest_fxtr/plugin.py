@@ -32,6 +32,16 @@ class State:
     header_done: bool = False
     scores: list[Any] = dataclasses.field(default_factory=list)
     jobs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    loop: Any = None
+    """The event loop the run's jobs share (started with the first eval)."""
+
+
+def _loop(state: State) -> Any:
+    if state.loop is None:
+        from pytest_fxtr._evals import SessionLoop
+
+        state.loop = SessionLoop()
+    return state.loop
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -129,7 +139,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     from pytest_fxtr._evals import item_properties, run_job, slice_for
 
-    run_job(ev, state.settings, state.run_id, _progress(item.config, state, ev))
+    run_job(ev, state.settings, state.run_id, _progress(item.config, state, ev), _loop(state))
     if ev.error is not None:
         item.stash[_FAILURE] = (
             f"the fxtr job of {ev.nodeid} could not run: {type(ev.error).__name__}: {ev.error}"
@@ -189,6 +199,9 @@ class _Reports:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Score, gate, read the jobs from the store and write the report (controller only)."""
     state = session.config.stash[STATE]
+    if state.loop is not None:
+        state.loop.close()
+        state.loop = None
     if state.worker or not state.payloads:
         return
     from fxtr.store import open_store

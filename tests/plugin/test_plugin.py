@@ -428,3 +428,23 @@ def test_long_jobs_show_progress(pytester):
     result.stdout.fnmatch_lines(
         ["fxtr: slow.wf: * steps done (0 cached, 0 failed), $0.0000 so far, *s"]
     )
+
+
+def test_dask_executor_option(pytester):
+    """--fxtr-executor=dask://local runs the steps on an in-process cluster, same outcomes."""
+    pytest.importorskip("distributed")
+    write_eval(pytester, threshold=0.1)
+    result = pytester.runpytest("--fxtr-executor", "dask://local")
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines(["fxtr: *executor=dask://local*"])
+    assert len(runs(pytester)) == 6
+
+
+def test_bad_executor_is_a_usage_error(pytester):
+    """An executor URL that is not dask:// is a usage error."""
+    write_eval(pytester)
+    result = pytester.runpytest("--fxtr-executor", "ray://x")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["*'ray://x' is not a valid fxtr executor. Use dask://HOST:PORT or dask://local.*"]
+    )

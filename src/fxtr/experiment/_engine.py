@@ -32,6 +32,7 @@ from fxtr.experiment._encoding import (
     fingerprint_text,
 )
 from fxtr.experiment._entity import BoundID, Entity
+from fxtr.experiment._executor import LOCAL
 from fxtr.experiment._handle import ArrayHandle, make_handle
 from fxtr.experiment._records import Invocation, WorkflowRun
 from fxtr.experiment._signature import Param
@@ -203,7 +204,8 @@ class Run:
         self.expected_ops = expected_ops or {}
         self.holder = holder
         self.lease = lease
-        self.executor = executor
+        self.executor = executor or LOCAL
+        """Where step bodies run (the local event loop unless told otherwise)."""
         self.invocations: dict[str, Invocation] = {}
         self.workflows: dict[str, WorkflowRun] = {}
         self.ops: dict[str, list[dict[str, Any]]] = {}
@@ -1080,8 +1082,9 @@ class Run:
             from fxtr.tracing import classify, failure_category
 
             inv.ended_at = time.time()
-            inv.error = f"{type(exc).__name__}: {exc}"
-            inv.traceback = "".join(traceback.format_exception(exc))
+            remote = getattr(exc, "remote_traceback", None)  # raised on an executor's worker
+            inv.error = str(exc) if remote else f"{type(exc).__name__}: {exc}"
+            inv.traceback = remote or "".join(traceback.format_exception(exc))
             inv.reason = classify(exc)
             inv.category = failure_category(exc)
             self._release(address)
@@ -1146,12 +1149,7 @@ class Run:
                     )
                 else:
                     kwargs[b.param.name] = await self.load_entity(value)
-        if self.executor is not None:
-            return await self.executor.run(step, ctx, kwargs)
-        if step.timeout is None:
-            return await ctx._enter(step.fn(ctx, **kwargs))
-        async with asyncio.timeout(step.timeout):
-            return await ctx._enter(step.fn(ctx, **kwargs))
+        return await self.executor.run(step, ctx, kwargs)
 
     def _encode_result(self, step: StepDefinition[..., Any], value: Any) -> str:
         result = step.signature.result

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import email.utils
 import json
 import os
@@ -29,6 +30,11 @@ DEFAULT_FAILURE_CATEGORIES_TO_RETRY: frozenset[str] = frozenset(
     {"rate_limit", "overloaded", "server_error", "timeout", "connection"}
 )
 """Categories a later attempt may not hit; quota, billing, refusals and bad requests are final."""
+
+call_limiter: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "fxtr_call_limiter", default=None
+)
+"""Set on Dask workers: ``limiter(provider)`` bounds concurrent calls across the cluster."""
 
 _KEY_LIKE = re.compile(r"(sk-(ant-)?[A-Za-z0-9_\-\*]{6,}|Bearer\s+\S+)")
 
@@ -159,8 +165,13 @@ class ModelAPI:
         """
         from fxtr.tracing._recorder import model_call
 
+        limiter = call_limiter.get()
         async with model_call(self.model_name, request) as call:
-            response = await self._send(request)
+            if limiter is None:
+                response = await self._send(request)
+            else:
+                async with limiter(self.provider):
+                    response = await self._send(request)
             call.response = response
             return response
 

@@ -91,13 +91,21 @@ class MockModelAPI:
         Raises:
             ModelCallError: the script returned a ``ModelCallFailure``.
         """
+        from fxtr.models._api import call_limiter
         from fxtr.tracing._recorder import model_call
 
+        limiter = call_limiter.get()
         async with model_call(self.model_name, request) as call:
             self.requests.append(request)
-            if self.delay:
-                await asyncio.sleep(self.delay)
-            out = self._next(request)
+            if limiter is not None:
+                async with limiter(self.provider):
+                    if self.delay:
+                        await asyncio.sleep(self.delay)
+                    out = self._next(request)
+            else:
+                if self.delay:
+                    await asyncio.sleep(self.delay)
+                out = self._next(request)
             if isinstance(out, ModelCallFailure):
                 raise ModelCallError(out)
             if isinstance(out, ModelResponse):

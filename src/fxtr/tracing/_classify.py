@@ -211,6 +211,9 @@ def failure_category(error: Any) -> str | None:
 
     if isinstance(error, ModelCallFailure):
         return error.category
+    own = getattr(type(error), "failure_category", None)
+    if isinstance(own, str):  # fxtr's own infrastructure failures (a lost worker)
+        return own
     failure = getattr(error, "failure", None)
     if isinstance(failure, ModelCallFailure):
         return failure.category
@@ -241,6 +244,8 @@ def _from_provider(error: Any) -> bool:
     if isinstance(error, ModelCallFailure) or isinstance(
         getattr(error, "failure", None), ModelCallFailure
     ):
+        return True
+    if isinstance(getattr(type(error), "failure_category", None), str):
         return True
     return _status_of(error) is not None or getattr(error, "body", None) is not None
 

@@ -1,0 +1,53 @@
+"""Executors: where step bodies run. The coordinator keeps replay, the cache and the record."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from fxtr.experiment._context import StepContext
+    from fxtr.experiment._definition import StepDefinition
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs one step invocation and returns its result (or raises its exception).
+
+    The engine calls ``run`` once per invocation that must execute, after the cache and the
+    record were consulted and the address was claimed; what ``run`` returns is validated,
+    encoded and recorded by the engine. An executor must not retry on its own: a failure is
+    the invocation's, and ``resume`` decides what runs again.
+    """
+
+    async def run(
+        self, step: StepDefinition[..., Any], context: StepContext, kwargs: dict[str, Any]
+    ) -> Any:
+        """Run ``step.fn(context, **kwargs)`` somewhere; honour ``step.timeout``."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release what the executor holds (clients, clusters)."""
+        ...
+
+
+class LocalExecutor:
+    """Steps run on the coordinator's event loop (the default)."""
+
+    async def run(
+        self, step: StepDefinition[..., Any], context: StepContext, kwargs: dict[str, Any]
+    ) -> Any:
+        """Await the step body here, within its timeout."""
+        if step.timeout is None:
+            return await context._enter(step.fn(context, **kwargs))
+        async with asyncio.timeout(step.timeout):
+            return await context._enter(step.fn(context, **kwargs))
+
+    async def aclose(self) -> None:
+        """Nothing to release."""
+
+    def __repr__(self) -> str:
+        return "LocalExecutor()"
+
+
+LOCAL = LocalExecutor()
