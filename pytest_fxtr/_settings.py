@@ -15,8 +15,8 @@ CONFLICTS = ("review", "overwrite")
 class Settings:
     """The resolved fxtr settings of one pytest run."""
 
-    store: Path
-    """The project store (``<rootdir>/.fxtr`` unless moved)."""
+    store: Path | str
+    """The project store: ``<rootdir>/.fxtr`` unless moved, or a ``postgresql://`` URL."""
     conflict: str
     verify: bool
     resume: bool
@@ -26,10 +26,20 @@ class Settings:
     executor: str | None = None
     """``dask://local`` or ``dask://HOST:PORT``; ``None`` runs steps on this process's loop."""
 
+    def _where(self) -> str:
+        if isinstance(self.store, str):
+            from urllib.parse import urlsplit, urlunsplit
+
+            parts = urlsplit(self.store)
+            if parts.password:
+                parts = parts._replace(netloc=parts.netloc.replace(parts.password, "***"))
+            return urlunsplit(parts)
+        return str(self.store / "cache")
+
     def header(self) -> str:
         """The one header line."""
         parts = [
-            f"cache={self.store / 'cache'}",
+            f"cache={self._where()}",
             f"conflicts={self.conflict}",
             f"verify={'on' if self.verify else 'off'}",
             f"concurrency={self.concurrency}",
@@ -89,6 +99,12 @@ def add_options(parser: pytest.Parser) -> None:
         help="write a JSON report of jobs, invocations, cost and scores",
     )
     group.addoption(
+        "--fxtr-store",
+        default=None,
+        metavar="URL",
+        help="a shared store: postgresql://USER@HOST/DB (credentials: the URL or PG* variables)",
+    )
+    group.addoption(
         "--fxtr-executor",
         default=None,
         metavar="URL",
@@ -102,6 +118,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("fxtr_fail_under", "default score threshold", default=None)
     parser.addini("fxtr_report", "JSON report path", default=None)
     parser.addini("fxtr_executor", "dask://HOST:PORT or dask://local", default=None)
+    parser.addini("fxtr_store", "postgresql:// URL of a shared store", default=None)
 
 
 def _pick(config: pytest.Config, name: str) -> Any:
@@ -146,6 +163,12 @@ def resolve(config: pytest.Config) -> Settings:
         problems.append(
             f"{executor!r} is not a valid fxtr executor. Use dask://HOST:PORT or dask://local."
         )
+    store_url = _pick(config, "store") or None
+    if store_url and not store_url.startswith(("postgresql://", "postgres://")):
+        problems.append(
+            f"{store_url!r} is not a valid fxtr store URL. Use postgresql://USER@HOST/DB, or "
+            "--fxtr-cache-dir for a directory."
+        )
     if problems:
         raise pytest.UsageError("\n".join(problems))
     invocation_dir = Path(config.invocation_params.dir)
@@ -156,7 +179,7 @@ def resolve(config: pytest.Config) -> Settings:
         store = Path(config.rootpath) / ".fxtr"
     report_raw = _pick(config, "report")
     return Settings(
-        store=store,
+        store=store_url or store,
         conflict=conflict,
         verify=not bool(_pick(config, "no_verify")),
         resume=bool(_pick(config, "resume")),

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import os
+
 import pytest
 
 
@@ -29,3 +31,24 @@ def pytest_report_header(config):
         except (OSError, subprocess.SubprocessError):
             chromium = "unknown version"
     return f"browser tests: playwright {playwright}, {chromium or 'chromium not installed'}"
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """A throwaway PostgreSQL cluster for the session (skipped without one, failed under CI)."""
+    from tests.pgserver import server_bin, throwaway_postgres
+
+    missing = []
+    if server_bin() is None:
+        missing.append("PostgreSQL's server (apt-get install postgresql)")
+    try:
+        import psycopg  # noqa: F401
+    except ImportError:
+        missing.append("psycopg (pip install -e '.[postgres]')")
+    if missing:
+        message = "PostgreSQL tests need " + " and ".join(missing)
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    with throwaway_postgres() as url:
+        yield url

@@ -448,3 +448,26 @@ def test_bad_executor_is_a_usage_error(pytester):
     result.stderr.fnmatch_lines(
         ["*'ray://x' is not a valid fxtr executor. Use dask://HOST:PORT or dask://local.*"]
     )
+
+
+def test_shared_postgres_store(pytester, postgres_server):
+    """--fxtr-store=postgresql://... keeps the cache and the record in PostgreSQL."""
+    from tests.pgserver import fresh_database
+
+    url = fresh_database(postgres_server, "plugin_store")
+    write_eval(pytester)
+    result = pytester.runpytest("--fxtr-store", url)
+    result.assert_outcomes(passed=6)
+    result.stdout.fnmatch_lines([f"fxtr: cache={url}, *"])
+    assert not (pytester.path / ".fxtr").exists()
+    result = pytester.runpytest("--fxtr-store", url)
+    result.stdout.fnmatch_lines(["demo.score*6*6*0*0*0*0*6*"])
+    assert len(runs(pytester)) == 6
+
+
+def test_bad_store_url_is_a_usage_error(pytester):
+    """A store URL that is not postgresql:// is a usage error."""
+    write_eval(pytester)
+    result = pytester.runpytest("--fxtr-store", "mysql://x")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*'mysql://x' is not a valid fxtr store URL*"])

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fxtr.store import DiskStore, open_store
+from fxtr.store import Store, is_url, open_store
 
 __all__ = ["main"]
 
@@ -25,13 +25,21 @@ class CommandError(Exception):
     """A failure to report on stderr with exit code 1."""
 
 
-def _store(args: argparse.Namespace) -> DiskStore:
+def _store(args: argparse.Namespace) -> Store:
     raw = getattr(args, "store", None) or ".fxtr"
+    if is_url(raw):
+        try:
+            opened: Store = open_store(raw)
+        except ImportError as exc:
+            raise CommandError(str(exc)) from None
+        except Exception as exc:  # the server refused or is not there
+            from fxtr.store._postgres import redacted
+
+            msg = f"cannot open the store at {redacted(raw)}: {type(exc).__name__}: {exc}"
+            raise CommandError(msg) from None
+        return opened
     if "://" in raw:
-        msg = (
-            f"store {raw!r} is a URL; this build of fxtr has only the embedded diskcache store. "
-            "Pass a directory with --store PATH."
-        )
+        msg = f"store {raw!r} is not a directory or a postgresql:// URL."
         raise CommandError(msg)
     path = Path(raw).resolve()
     if not (path / "cache").is_dir():
@@ -40,10 +48,11 @@ def _store(args: argparse.Namespace) -> DiskStore:
             "--store PATH."
         )
         raise CommandError(msg)
-    return open_store(path)
+    store: Store = open_store(path)
+    return store
 
 
-def _job(store: DiskStore, job_id: str) -> Any:
+def _job(store: Store, job_id: str) -> Any:
     from fxtr.report import load_job
 
     try:

@@ -26,7 +26,7 @@ from fxtr.report import (
     operation_graph,
     task_view,
 )
-from fxtr.store import DiskStore
+from fxtr.store import Store
 
 log = logging.getLogger("fxtr.viewer")
 
@@ -86,7 +86,7 @@ def invocation_rows(
 class Viewer:
     """What the routes read: the store, with jobs loaded on demand."""
 
-    def __init__(self, store: DiskStore) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
 
     def jobs(self) -> list[dict[str, Any]]:
@@ -218,7 +218,7 @@ def make_handler(viewer: Viewer, allowed_hosts: set[str]) -> type[BaseHTTPReques
     return Handler
 
 
-def serve(store: DiskStore, host: str, port: int) -> tuple[ThreadingHTTPServer, threading.Thread]:
+def serve(store: Store, host: str, port: int) -> tuple[ThreadingHTTPServer, threading.Thread]:
     """Start the viewer in a thread; the caller prints the URL and waits."""
     allowed = set(LOOPBACK_HOSTS)
     if host not in ("127.0.0.1", "localhost", "::1"):
@@ -229,7 +229,7 @@ def serve(store: DiskStore, host: str, port: int) -> tuple[ThreadingHTTPServer, 
     return server, thread
 
 
-def export_html(store: DiskStore, job_id: str) -> str:
+def export_html(store: Store, job_id: str) -> str:
     """One self-contained HTML file showing a job offline.
 
     CSS, JS and data are inline, a CSP blocks the network, and each invocation's details sit

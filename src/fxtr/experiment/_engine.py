@@ -51,7 +51,7 @@ from fxtr.store import CacheEntry
 if TYPE_CHECKING:
     from fxtr.experiment._context import StepContext, WorkflowContext
     from fxtr.experiment._definition import StepDefinition, WorkflowDefinition
-    from fxtr.store import Batch, DiskStore
+    from fxtr.store import Batch, Store
 
 log = logging.getLogger("fxtr")
 
@@ -180,7 +180,7 @@ class Run:
     def __init__(
         self,
         *,
-        store: DiskStore,
+        store: Store,
         job_id: str,
         attempt: int,
         mode: Mode = "live",
@@ -953,16 +953,27 @@ class Run:
                 claims = self.store.claim(
                     [plans[i].address for i, _ in run], self.holder, self.lease
                 )
+                # another process may have finished an address between our read and our
+                # claim: read the won ones again, so a result is never computed twice
+                won = [plans[i].address for i, _ in run if claims[plans[i].address] is None]
+                landed = self.store.get_entries(won) if won else {}
                 tasks = []
+                waiting: list[int] = []
                 for i, replaced in run:
                     address = plans[i].address
+                    entry = landed.get(address)
+                    if entry is not None and entry.fingerprint == plans[i].fingerprint:
+                        self._queue().released.append(address)
+                        out[i] = self._hit(step, address, plans[i].fps, plans[i].fingerprint, entry)
+                        continue
+                    waiting.append(i)
                     if claims[address] is None:
                         self.held.add(address)
                         tasks.append(self._invoke(step, plans[i], bindings, replaced))
                     else:
                         tasks.append(self._await_claim(step, plans[i], bindings, replaced))
-                for i_run, value in zip(run, await asyncio.gather(*tasks), strict=True):
-                    out[i_run[0]] = value
+                for i, value in zip(waiting, await asyncio.gather(*tasks), strict=True):
+                    out[i] = value
         return typing.cast("list[Value]", out)
 
     def _replayed(

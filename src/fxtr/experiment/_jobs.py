@@ -24,7 +24,7 @@ from fxtr.experiment._hermetic import install as install_hermetic
 from fxtr.experiment._records import Invocation, WorkflowRun
 from fxtr.experiment._types import bound_target, check_value, is_entity_type, type_name
 from fxtr.experiment.errors import SignatureError
-from fxtr.store import DiskStore, open_store
+from fxtr.store import Store, open_store
 
 JobStatus = Literal["succeeded", "failed", "needs_review"]
 CONFLICT_POLICIES = ("review", "overwrite")
@@ -44,7 +44,7 @@ class JobResult:
     """One record per step invocation, in completion order."""
     workflows: list[WorkflowRun] = dataclasses.field(repr=False)
     """One record per workflow invocation (the root first)."""
-    store: DiskStore = dataclasses.field(repr=False)
+    store: Store = dataclasses.field(repr=False)
     ops: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict, repr=False)
     """The operations each workflow invocation scheduled, by workflow address."""
     partial_output: Array[Any] | None = dataclasses.field(default=None, repr=False)
@@ -115,8 +115,9 @@ def _check_options(conflict: str, concurrency: int) -> None:
         raise ValueError(msg)
 
 
-def _open(store: str | os.PathLike[str] | DiskStore) -> DiskStore:
-    return store if isinstance(store, DiskStore) else open_store(store)
+def _open(store: Any) -> Store:
+    opened: Store = open_store(store)
+    return opened
 
 
 async def _prepare_inputs(
@@ -185,7 +186,7 @@ def _status(run: Run) -> JobStatus:
 
 
 async def _attempt(
-    store: DiskStore,
+    store: Store,
     wf: WorkflowDefinition[..., Any],
     record: dict[str, Any],
     inputs: Mapping[str, Any],
@@ -280,7 +281,7 @@ async def launch(
     workflow: WorkflowDefinition[..., Any],
     inputs: Mapping[str, Any] | None = None,
     *,
-    store: str | os.PathLike[str] | DiskStore = ".fxtr",
+    store: str | os.PathLike[str] | Store = ".fxtr",
     conflict: str = "review",
     verify: bool = True,
     concurrency: int = 32,
@@ -351,7 +352,7 @@ async def launch(
 async def resume(
     job_id: str,
     *,
-    store: str | os.PathLike[str] | DiskStore = ".fxtr",
+    store: str | os.PathLike[str] | Store = ".fxtr",
     conflict: str = "review",
     verify: bool = True,
     concurrency: int = 32,
@@ -394,7 +395,7 @@ async def resume(
 async def verify(
     job_id: str,
     *,
-    store: str | os.PathLike[str] | DiskStore = ".fxtr",
+    store: str | os.PathLike[str] | Store = ".fxtr",
     workflow: WorkflowDefinition[..., Any] | None = None,
 ) -> None:
     """Replay a recorded job's last attempt against its record, executing nothing.

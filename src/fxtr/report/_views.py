@@ -8,7 +8,7 @@ import json
 from collections import Counter, defaultdict
 from typing import Any
 
-from fxtr.store import DiskStore
+from fxtr.store import Store
 
 MAX_STRING = 20_000
 """Longer strings are cut in views, with a marker saying how much is left out."""
@@ -40,7 +40,7 @@ class JobView:
         return status
 
 
-def load_job(store: DiskStore, job_id: str) -> JobView:
+def load_job(store: Store, job_id: str) -> JobView:
     """A job and its last attempt from the store.
 
     Raises:
@@ -262,7 +262,7 @@ def _layout(nodes: dict[str, dict[str, Any]], edges: list[dict[str, Any]]) -> No
         rows[d] += 1
 
 
-def render_tree(tree: Any, store: DiskStore, depth: int = 0) -> Any:
+def render_tree(tree: Any, store: Store, depth: int = 0) -> Any:
     """A canonical value tree made ready to show.
 
     Entities become fields, references are loaded, arrays become cells and long strings are
@@ -312,14 +312,14 @@ def render_tree(tree: Any, store: DiskStore, depth: int = 0) -> Any:
     return {k: render_tree(v, store, depth + 1) for k, v in tree.items()}
 
 
-def render_value(text: str | None, store: DiskStore) -> Any:
+def render_value(text: str | None, store: Store) -> Any:
     """Render a value from its canonical text (``None`` when there is none)."""
     if text is None:
         return None
     return render_tree(json.loads(text), store)
 
 
-def invocation_detail(store: DiskStore, view: JobView, address: str) -> dict[str, Any]:
+def invocation_detail(store: Store, view: JobView, address: str) -> dict[str, Any]:
     """Everything the invocation panel shows.
 
     Raises:
@@ -363,7 +363,7 @@ def invocation_detail(store: DiskStore, view: JobView, address: str) -> dict[str
     }
 
 
-def task_view(store: DiskStore, task_id: str) -> dict[str, Any]:
+def task_view(store: Store, task_id: str) -> dict[str, Any]:
     """A tracing task (``fxtr.tracing.Client`` or a LangGraph run) as nodes.
 
     Raises:

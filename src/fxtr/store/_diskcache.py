@@ -31,12 +31,30 @@ from typing import Any
 import diskcache
 
 _HOST = socket.gethostname()
-_OPEN: dict[str, DiskStore] = {}
+_OPEN: dict[str, Any] = {}
 
 
-def open_store(path: str | os.PathLike[str]) -> DiskStore:
-    """The store at ``path``, opened once per process and directory."""
-    key = os.path.abspath(path)
+def is_url(location: Any) -> bool:
+    """Whether a store location is a database URL rather than a directory."""
+    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
+
+
+def open_store(location: Any) -> Any:
+    """The store at a directory (diskcache) or a ``postgresql://`` URL.
+
+    Opened once per process and location; a store object is returned as it is.
+    """
+    if hasattr(location, "write") and hasattr(location, "get_entries"):
+        return location
+    if is_url(location):
+        key = str(location)
+        store = _OPEN.get(key)
+        if store is None or store.closed:
+            from fxtr.store._postgres import PostgresStore
+
+            store = _OPEN[key] = PostgresStore(key)
+        return store
+    key = os.path.abspath(location)
     store = _OPEN.get(key)
     if store is None or store.closed:
         store = _OPEN[key] = DiskStore(key)

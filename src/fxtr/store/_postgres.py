@@ -1,0 +1,523 @@
+"""``PostgresStore``: one step cache, one set of claims and one record for a team and its CI.
+
+Selected by a URL (``postgresql://user@host/db``; credentials from the URL or the standard
+``PG*`` environment variables, never written anywhere). The schema is created and migrated
+by fxtr (a version table; a newer schema than this fxtr knows is a clear error). Table names
+are fixed and every value is a bound parameter. A claim is one atomic statement (insert, or
+take over an expired lease, returning the winners); a batch (entries, history, entities,
+input values, invocation records, claim releases) is one transaction, durable on commit.
+A process holds one connection, used one statement (or transaction) at a time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+try:
+    import psycopg
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    msg = (
+        "The PostgreSQL store needs psycopg, which is not installed. Install it with "
+        "`pip install 'fxtr[postgres]'`."
+    )
+    raise ImportError(msg) from exc
+
+from fxtr.experiment.errors import FxtrError
+from fxtr.store._diskcache import Batch, CacheEntry, _pid_alive
+
+SCHEMA_VERSION = 1
+_HOST = socket.gethostname()
+
+_SCHEMA = [
+    "CREATE TABLE IF NOT EXISTS fxtr_schema (version integer NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS fxtr_entries (
+        address text PRIMARY KEY, fingerprint text NOT NULL, version text, usage text,
+        result text NOT NULL, meta text NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS fxtr_history (
+        id bigserial PRIMARY KEY, address text NOT NULL, entry text NOT NULL)""",
+    "CREATE INDEX IF NOT EXISTS fxtr_history_address ON fxtr_history (address, id)",
+    """CREATE TABLE IF NOT EXISTS fxtr_claims (
+        address text PRIMARY KEY, holder text NOT NULL, host text NOT NULL,
+        pid integer NOT NULL, expires double precision NOT NULL)""",
+    "CREATE TABLE IF NOT EXISTS fxtr_entities (id text PRIMARY KEY, body text NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS fxtr_values (fingerprint text PRIMARY KEY, body text NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS fxtr_jobs (
+        job_id text PRIMARY KEY, record text NOT NULL, created_at double precision)""",
+    """CREATE TABLE IF NOT EXISTS fxtr_invocations (
+        job_id text NOT NULL, address text NOT NULL, record text NOT NULL,
+        PRIMARY KEY (job_id, address))""",
+    """CREATE TABLE IF NOT EXISTS fxtr_attempts (
+        job_id text NOT NULL, attempt integer NOT NULL, kind text NOT NULL, body text NOT NULL,
+        PRIMARY KEY (job_id, attempt, kind))""",
+    "CREATE TABLE IF NOT EXISTS fxtr_last (key text PRIMARY KEY, job_id text NOT NULL)",
+    """CREATE TABLE IF NOT EXISTS fxtr_trace (
+        task_id text NOT NULL, seq integer NOT NULL, node text NOT NULL,
+        PRIMARY KEY (task_id, seq))""",
+    "CREATE TABLE IF NOT EXISTS fxtr_trace_seq (task_id text PRIMARY KEY, n integer NOT NULL)",
+]
+
+
+def redacted(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+class SchemaError(FxtrError):
+    """The database holds a newer fxtr schema than this fxtr knows."""
+
+
+class _Locked:
+    """One connection shared by the threads of a process.
+
+    One statement or transaction at a time: the engine, the plugin and the viewer's threads
+    all use the store.
+    """
+
+    def __init__(self, conn: Any, lock: threading.RLock) -> None:
+        self.conn = conn
+        self.lock = lock
+
+    @property
+    def closed(self) -> bool:
+        return bool(self.conn.closed)
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        with self.lock:  # results are fetched client-side by execute
+            return self.conn.execute(sql, params)
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        with self.lock, self.conn.transaction():
+            yield
+
+    def cursor(self) -> Any:
+        return self.conn.cursor()
+
+
+class PostgresStore:
+    """The project store in a PostgreSQL database."""
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+        self.path = redacted(url)
+        self.closed = False
+        self._lock = threading.RLock()
+        self._db: _Locked | None = None
+        self._migrate()
+
+    def __repr__(self) -> str:
+        return f"PostgresStore({self.path!r})"
+
+    # the connection --------------------------------------------------------------------
+
+    def _conn(self) -> _Locked:
+        if self._db is None or self._db.closed:
+            self._db = _Locked(psycopg.connect(self._url, autocommit=True), self._lock)
+        return self._db
+
+    def close(self) -> None:
+        """Close the connection."""
+        if self._db is not None:
+            self._db.conn.close()
+        self.closed = True
+
+    def _migrate(self) -> None:
+        conn = self._conn()
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(7305841)")  # one migrator at a time
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            row = conn.execute("SELECT max(version) FROM fxtr_schema").fetchone()
+            current = row[0] if row else None
+            if current is None:
+                conn.execute("INSERT INTO fxtr_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+            elif current > SCHEMA_VERSION:
+                msg = (
+                    f"The database at {self.path} holds fxtr schema {current}, newer than this "
+                    f"fxtr understands ({SCHEMA_VERSION}). Upgrade fxtr."
+                )
+                raise SchemaError(msg)
+
+    def _one(self, sql: str, params: tuple[Any, ...] = ()) -> Any:
+        row = self._conn().execute(sql, params).fetchone()
+        return None if row is None else row[0]
+
+    # step cache -----------------------------------------------------------------------
+
+    @staticmethod
+    def _entry(row: tuple[Any, ...]) -> CacheEntry:
+        fingerprint, version, usage, result, meta = row
+        return CacheEntry(
+            fingerprint, version, result, json.loads(usage) if usage else None, None, meta
+        )
+
+    def get_entries(self, addresses: Iterable[str]) -> dict[str, CacheEntry]:
+        """The cache entries that exist among ``addresses``, in one query."""
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT address, fingerprint, version, usage, result, meta FROM fxtr_entries "
+                "WHERE address = ANY(%s)",
+                (list(addresses),),
+            )
+            .fetchall()
+        )
+        return {row[0]: self._entry(row[1:]) for row in rows}
+
+    def get_entry(self, address: str) -> CacheEntry | None:
+        """The cache entry at one address, if any."""
+        return self.get_entries([address]).get(address)
+
+    def history(self, address: str) -> list[dict[str, Any]]:
+        """Entries that replaced ones at ``address`` pushed out, oldest first."""
+        rows = (
+            self._conn()
+            .execute("SELECT entry FROM fxtr_history WHERE address = %s ORDER BY id", (address,))
+            .fetchall()
+        )
+        return [json.loads(r[0]) for r in rows]
+
+    def restore(self, address: str, index: int = -1) -> dict[str, Any]:
+        """Put a history entry back; the current entry goes to the history.
+
+        Raises:
+            KeyError: the address has no history (or no entry at ``index``).
+        """
+        conn = self._conn()
+        with conn.transaction():
+            rows = conn.execute(
+                "SELECT id, entry FROM fxtr_history WHERE address = %s ORDER BY id FOR UPDATE",
+                (address,),
+            ).fetchall()
+            if not rows:
+                msg = f"No history at address {address!r} in {self.path}; nothing to restore."
+                raise KeyError(msg)
+            try:
+                row_id, text = rows[index]
+            except IndexError:
+                msg = f"Address {address!r} has {len(rows)} history entries; no {index}."
+                raise KeyError(msg) from None
+            entry: dict[str, Any] = json.loads(text)
+            current = conn.execute(
+                "SELECT fingerprint, version, usage, result, meta FROM fxtr_entries "
+                "WHERE address = %s",
+                (address,),
+            ).fetchone()
+            conn.execute("DELETE FROM fxtr_history WHERE id = %s", (row_id,))
+            if current is not None:
+                conn.execute(
+                    "INSERT INTO fxtr_history (address, entry) VALUES (%s, %s)",
+                    (address, json.dumps(self._entry(current).as_dict())),
+                )
+            self._upsert_entries(conn, {address: CacheEntry.from_dict(entry)})
+        return entry
+
+    @staticmethod
+    def _upsert_entries(conn: Any, entries: dict[str, CacheEntry]) -> None:
+        rows = []
+        for address, entry in entries.items():
+            usage = json.dumps(entry.usage) if entry.usage else None
+            rows.append(
+                (
+                    address,
+                    entry.fingerprint,
+                    entry.version,
+                    usage,
+                    entry.result,
+                    json.dumps(entry.meta),
+                )
+            )
+        with conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO fxtr_entries (address, fingerprint, version, usage, result, meta) "
+                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (address) DO UPDATE SET "
+                "fingerprint = EXCLUDED.fingerprint, version = EXCLUDED.version, "
+                "usage = EXCLUDED.usage, result = EXCLUDED.result, meta = EXCLUDED.meta",
+                rows,
+            )
+
+    def iter_entries(self) -> Iterator[tuple[str, CacheEntry]]:
+        """Every cache entry, with its address."""
+        rows = (
+            self._conn()
+            .execute("SELECT address, fingerprint, version, usage, result, meta FROM fxtr_entries")
+            .fetchall()
+        )
+        for row in rows:
+            yield row[0], self._entry(row[1:])
+
+    def clear_cache(self) -> int:
+        """Remove every cache entry and its history (job records stay); how many."""
+        conn = self._conn()
+        with conn.transaction():
+            count = conn.execute("DELETE FROM fxtr_entries").rowcount
+            conn.execute("DELETE FROM fxtr_history")
+        return int(count)
+
+    def volume(self) -> dict[str, Any]:
+        """Entry counts by kind and the size of fxtr's tables."""
+        tables = {
+            "cache entries": "fxtr_entries",
+            "histories": "fxtr_history",
+            "claims": "fxtr_claims",
+            "entities": "fxtr_entities",
+            "jobs": "fxtr_jobs",
+            "input values": "fxtr_values",
+            "tracing tasks": "fxtr_trace_seq",
+        }
+        counts = {
+            name: self._one(f"SELECT count(*) FROM {table}")  # fixed table names
+            for name, table in tables.items()
+        }
+        size = self._one(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "WHERE c.relname LIKE 'fxtr\\_%%' AND c.relkind = 'r'"
+        )
+        return {"path": self.path, "bytes": int(size or 0), **counts}
+
+    # claims ---------------------------------------------------------------------------
+
+    def claim(self, addresses: list[str], holder: str, lease: float) -> dict[str, str | None]:
+        """Claim addresses in one statement; expired leases and dead holders are taken over.
+
+        Returns:
+            Per address, ``None`` when this holder has it, or the other holder's name.
+        """
+        if not addresses:
+            return {}
+        now = time.time()
+        conn = self._conn()
+        won = {
+            row[0]
+            for row in conn.execute(
+                "INSERT INTO fxtr_claims (address, holder, host, pid, expires) "
+                "SELECT a, %s, %s, %s, %s FROM unnest(%s::text[]) AS a "
+                "ON CONFLICT (address) DO UPDATE SET holder = EXCLUDED.holder, "
+                "host = EXCLUDED.host, pid = EXCLUDED.pid, expires = EXCLUDED.expires "
+                "WHERE fxtr_claims.expires < %s OR fxtr_claims.holder = EXCLUDED.holder "
+                "RETURNING address",
+                (holder, _HOST, os.getpid(), now + lease, addresses, now),
+            ).fetchall()
+        }
+        out: dict[str, str | None] = dict.fromkeys(won)
+        lost = [a for a in addresses if a not in won]
+        if lost:
+            rows = conn.execute(
+                "SELECT address, holder, host, pid FROM fxtr_claims WHERE address = ANY(%s)",
+                (lost,),
+            ).fetchall()
+            for address, other, host, pid in rows:
+                if host == _HOST and not _pid_alive(pid):
+                    taken = conn.execute(
+                        "UPDATE fxtr_claims SET holder = %s, pid = %s, expires = %s "
+                        "WHERE address = %s AND holder = %s RETURNING address",
+                        (holder, os.getpid(), now + lease, address, other),
+                    ).fetchone()
+                    out[address] = None if taken else other
+                else:
+                    out[address] = other
+            for address in lost:
+                if address not in out:  # released between the insert and the select
+                    out[address] = self.claim([address], holder, lease)[address]
+        return out
+
+    def renew(self, addresses: Iterable[str], lease: float) -> None:
+        """Extend the leases of claims this process holds."""
+        self._conn().execute(
+            "UPDATE fxtr_claims SET expires = %s WHERE address = ANY(%s)",
+            (time.time() + lease, list(addresses)),
+        )
+
+    def release(self, addresses: Iterable[str]) -> None:
+        """Give up claims."""
+        self._conn().execute("DELETE FROM fxtr_claims WHERE address = ANY(%s)", (list(addresses),))
+
+    def wait_hint(self) -> float:
+        """Seconds to wait before polling a claim held elsewhere again."""
+        return 0.1
+
+    # entities and values ------------------------------------------------------------
+
+    def get_entity(self, entity_id: str) -> str | None:
+        """A stored entity's canonical text."""
+        value: str | None = self._one("SELECT body FROM fxtr_entities WHERE id = %s", (entity_id,))
+        return value
+
+    def get_value(self, fingerprint: str) -> str | None:
+        """The canonical text of a step input, by its fingerprint."""
+        value: str | None = self._one(
+            "SELECT body FROM fxtr_values WHERE fingerprint = %s", (fingerprint,)
+        )
+        return value
+
+    # job records ----------------------------------------------------------------------
+
+    def put_job(self, record: dict[str, Any]) -> None:
+        """Write a job's record."""
+        self._conn().execute(
+            "INSERT INTO fxtr_jobs (job_id, record, created_at) VALUES (%s, %s, %s) "
+            "ON CONFLICT (job_id) DO UPDATE SET record = EXCLUDED.record",
+            (record["job_id"], json.dumps(record), record.get("created_at")),
+        )
+
+    def get_job(self, job_id: str) -> dict[str, Any]:
+        """A job's record.
+
+        Raises:
+            KeyError: the store has no such job.
+        """
+        text = self._one("SELECT record FROM fxtr_jobs WHERE job_id = %s", (job_id,))
+        if text is None:
+            msg = f"No job {job_id!r} in the store at {self.path}. `fxtr jobs` lists the jobs."
+            raise KeyError(msg)
+        record: dict[str, Any] = json.loads(text)
+        return record
+
+    def has_job(self, job_id: str) -> bool:
+        """Whether the store holds a job."""
+        return self._one("SELECT 1 FROM fxtr_jobs WHERE job_id = %s", (job_id,)) is not None
+
+    def iter_jobs(self) -> Iterator[dict[str, Any]]:
+        """Every job record, oldest first."""
+        rows = self._conn().execute("SELECT record FROM fxtr_jobs ORDER BY created_at").fetchall()
+        for (text,) in rows:
+            yield json.loads(text)
+
+    def job_invocations(self, job_id: str) -> dict[str, dict[str, Any]]:
+        """The latest record of each invocation of a job, by address."""
+        rows = (
+            self._conn()
+            .execute("SELECT address, record FROM fxtr_invocations WHERE job_id = %s", (job_id,))
+            .fetchall()
+        )
+        return {address: json.loads(text) for address, text in rows}
+
+    def _put_attempt(self, job_id: str, attempt: int, kind: str, body: Any) -> None:
+        self._conn().execute(
+            "INSERT INTO fxtr_attempts (job_id, attempt, kind, body) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (job_id, attempt, kind) DO UPDATE SET body = EXCLUDED.body",
+            (job_id, attempt, kind, json.dumps(body)),
+        )
+
+    def _get_attempt(self, job_id: str, attempt: int, kind: str) -> Any:
+        text = self._one(
+            "SELECT body FROM fxtr_attempts WHERE job_id = %s AND attempt = %s AND kind = %s",
+            (job_id, attempt, kind),
+        )
+        return None if text is None else json.loads(text)
+
+    def put_ops(self, job_id: str, attempt: int, ops: dict[str, list[dict[str, Any]]]) -> None:
+        """Record the operations each workflow invocation scheduled in an attempt."""
+        self._put_attempt(job_id, attempt, "ops", ops)
+
+    def get_ops(self, job_id: str, attempt: int) -> dict[str, list[dict[str, Any]]] | None:
+        """The operations recorded for an attempt, if it got that far."""
+        ops: dict[str, list[dict[str, Any]]] | None = self._get_attempt(job_id, attempt, "ops")
+        return ops
+
+    def put_workflows(self, job_id: str, attempt: int, workflows: list[dict[str, Any]]) -> None:
+        """Record the workflow invocations of an attempt."""
+        self._put_attempt(job_id, attempt, "workflows", workflows)
+
+    def get_workflows(self, job_id: str, attempt: int) -> list[dict[str, Any]]:
+        """The workflow invocations recorded for an attempt."""
+        return self._get_attempt(job_id, attempt, "workflows") or []
+
+    def set_last_job(self, key: str, job_id: str) -> None:
+        """Remember the last job launched for a key."""
+        self._conn().execute(
+            "INSERT INTO fxtr_last (key, job_id) VALUES (%s, %s) "
+            "ON CONFLICT (key) DO UPDATE SET job_id = EXCLUDED.job_id",
+            (key, job_id),
+        )
+
+    def get_last_job(self, key: str) -> str | None:
+        """The last job launched for a key."""
+        value: str | None = self._one("SELECT job_id FROM fxtr_last WHERE key = %s", (key,))
+        return value
+
+    # tracing graphs -------------------------------------------------------------------
+
+    def next_trace_seq(self, task_id: str) -> int:
+        """A new position in a task graph's node list."""
+        value = self._one(
+            "INSERT INTO fxtr_trace_seq (task_id, n) VALUES (%s, 1) ON CONFLICT (task_id) "
+            "DO UPDATE SET n = fxtr_trace_seq.n + 1 RETURNING n",
+            (task_id,),
+        )
+        return int(value) - 1
+
+    def put_trace_node(self, task_id: str, seq: int, node: dict[str, Any]) -> None:
+        """Write (or rewrite) one node of a task graph."""
+        self._conn().execute(
+            "INSERT INTO fxtr_trace (task_id, seq, node) VALUES (%s, %s, %s) "
+            "ON CONFLICT (task_id, seq) DO UPDATE SET node = EXCLUDED.node",
+            (task_id, seq, json.dumps(node)),
+        )
+
+    def get_trace_nodes(self, task_id: str) -> list[dict[str, Any]]:
+        """A task graph's nodes in creation order."""
+        rows = (
+            self._conn()
+            .execute("SELECT node FROM fxtr_trace WHERE task_id = %s ORDER BY seq", (task_id,))
+            .fetchall()
+        )
+        return [json.loads(r[0]) for r in rows]
+
+    def iter_tasks(self) -> Iterator[str]:
+        """Ids of the tracing tasks in the store."""
+        for (task_id,) in self._conn().execute("SELECT task_id FROM fxtr_trace_seq").fetchall():
+            yield task_id
+
+    # batched writes -------------------------------------------------------------------
+
+    def write(self, batch: Batch) -> None:
+        """Commit a batch in one transaction."""
+        conn = self._conn()
+        with conn.transaction(), conn.cursor() as cur:
+            if batch.replaced:
+                cur.executemany(
+                    "INSERT INTO fxtr_history (address, entry) VALUES (%s, %s)",
+                    [
+                        (a, json.dumps(CacheEntry.from_text(t).as_dict()))
+                        for a, t in batch.replaced.items()
+                    ],
+                )
+            if batch.entries:
+                self._upsert_entries(
+                    conn, {a: CacheEntry.from_text(t) for a, t in batch.entries.items()}
+                )
+            if batch.entities:
+                cur.executemany(
+                    "INSERT INTO fxtr_entities (id, body) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                    list(batch.entities.items()),
+                )
+            if batch.values:
+                cur.executemany(
+                    "INSERT INTO fxtr_values (fingerprint, body) VALUES (%s, %s) "
+                    "ON CONFLICT DO NOTHING",
+                    list(batch.values.items()),
+                )
+            for job_id, records in batch.invocations.items():
+                latest = {r["address"]: r for r in records}
+                cur.executemany(
+                    "INSERT INTO fxtr_invocations (job_id, address, record) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (job_id, address) DO UPDATE SET record = EXCLUDED.record",
+                    [(job_id, a, json.dumps(r)) for a, r in latest.items()],
+                )
+            if batch.released:
+                cur.execute(
+                    "DELETE FROM fxtr_claims WHERE address = ANY(%s)", (list(batch.released),)
+                )

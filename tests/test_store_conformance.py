@@ -1,0 +1,192 @@
+"""One conformance suite, run against both stores: diskcache and PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from fxtr import run
+from fxtr.cli import main
+from fxtr.cli._server import Viewer
+from fxtr.store import open_store
+from tests import examples
+from tests.examples import evaluate, qa_inputs
+from tests.test_record import KILL_SCRIPT
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(params=["disk", "postgres"])
+def location(request, tmp_path):
+    """A fresh, empty store of each kind: a directory, or a new database."""
+    if request.param == "disk":
+        return str(tmp_path / "store")
+    from tests.pgserver import fresh_database
+
+    admin = request.getfixturevalue("postgres_server")
+    name = "t_" + request.node.name.lower().replace("[", "_").replace("]", "").replace("-", "_")
+    return fresh_database(admin, name[:60])
+
+
+@pytest.fixture(autouse=True)
+def _reset_examples():
+    examples.CALLS.clear()
+    examples.FAIL.clear()
+    yield
+    examples.FAIL.clear()
+
+
+def test_hit_and_miss(location):
+    """A rerun is served from the store; a new key runs."""
+    run(evaluate, qa_inputs(), store=location)
+    examples.CALLS.clear()
+    again = run(evaluate, qa_inputs(), store=location)
+    assert again.status == "succeeded" and all(i.from_cache for i in again.invocations)
+    assert examples.CALLS == []
+
+
+def test_conflict_review_overwrite_history_restore(location):
+    """Review by default, overwrite keeps history, restore brings it back."""
+    run(evaluate, qa_inputs(), store=location)
+    changed = qa_inputs({"p1": "what is two plus two", "p2": "capital of italy"})
+    assert run(evaluate, changed, store=location).status == "needs_review"
+    assert run(evaluate, changed, store=location, conflict="overwrite").status == "succeeded"
+    store = open_store(location)
+    address = "qa.evaluate/answer[model=a,prompt=p2]"
+    (old,) = store.history(address)
+    new = store.get_entry(address)
+    store.restore(address)
+    assert store.get_entry(address).fingerprint == old["fingerprint"]
+    assert [h["fingerprint"] for h in store.history(address)] == [new.fingerprint]
+
+
+RACE = textwrap.dedent(
+    """
+    import json, sys, time
+    from fxtr.store import open_store
+
+    location, who, start, out = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+    store = open_store(location)
+    addresses = [f"race/a[i={i}]" for i in range(500)]
+    while time.time() < start:
+        time.sleep(0.002)
+    won = [a for a, holder in store.claim(addresses, f"holder-{who}", 60).items() if holder is None]
+    with open(out, "w") as f:
+        json.dump(won, f)
+    while time.time() < start + 4:  # holders stay alive: a dead holder's claims are free
+        time.sleep(0.05)
+    """
+)
+
+
+def test_claim_race_between_four_processes(location, tmp_path):
+    """Four processes claim 500 addresses at once: exactly one winner per address."""
+    open_store(location)  # schema ready before the race
+    script = tmp_path / "race.py"
+    script.write_text(RACE)
+    start = time.time() + 2.0
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                str(script),
+                location,
+                str(i),
+                str(start),
+                str(tmp_path / f"won{i}.json"),
+            ],
+            cwd=ROOT,
+        )
+        for i in range(4)
+    ]
+    assert all(p.wait(timeout=60) == 0 for p in procs)
+    won = [json.loads((tmp_path / f"won{i}.json").read_text()) for i in range(4)]
+    flat = [a for w in won for a in w]
+    assert len(flat) == 500 and len(set(flat)) == 500
+
+
+def test_lease_takeover(location):
+    """An expired lease, or a holder process that is gone, is taken over."""
+    store = open_store(location)
+    assert store.claim(["a", "b"], "first", 0.2) == {"a": None, "b": None}
+    assert store.claim(["a"], "second", 60)["a"] == "first"
+    time.sleep(0.3)
+    assert store.claim(["a"], "second", 60) == {"a": None}
+    dead = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from fxtr.store import open_store; import sys;"
+            f"open_store({location!r}).claim(['c'], 'ghost', 600)",
+        ],
+        cwd=ROOT,
+        check=True,
+    )
+    assert dead.returncode == 0
+    assert store.claim(["c"], "third", 60) == {"c": None}
+
+
+def test_sigkill_mid_job_then_resume(location, tmp_path):
+    """SIGKILL mid-job, then a new launch reruns only what was not stored."""
+    script = tmp_path / "kill.py"
+    script.write_text(KILL_SCRIPT)
+    done = []
+    with subprocess.Popen(
+        [sys.executable, str(script), location], stdout=subprocess.PIPE, text=True, cwd=ROOT
+    ) as proc:
+        while len(done) < 12:
+            line = proc.stdout.readline()
+            assert line
+            done.append(line)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    stored = sum(1 for _ in open_store(location).iter_entries())
+    assert stored >= len(done) - 4
+    second = subprocess.run(
+        [sys.executable, str(script), location],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert second.stdout.strip().endswith("succeeded")
+    assert len([x for x in second.stdout.splitlines() if x.startswith("done")]) == 40 - stored
+
+
+def test_concurrent_jobs(location, tmp_path):
+    """Two processes run two jobs on one store at once; both complete and are recorded."""
+    script = tmp_path / "kill.py"
+    script.write_text(KILL_SCRIPT)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), location], stdout=subprocess.PIPE, text=True, cwd=ROOT
+        )
+        for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert all(o.strip().endswith("succeeded") for o in outs)
+    ran = sum(len([x for x in o.splitlines() if x.startswith("done")]) for o in outs)
+    assert ran == 40
+    assert len(list(open_store(location).iter_jobs())) == 2
+
+
+def test_command_and_viewer_read_the_store(location, capsys):
+    """`fxtr jobs`, `fxtr cache` and the viewer work on the store."""
+    examples.FAIL.add("capital of france")
+    result = run(evaluate, qa_inputs(models=("a",)), store=location)
+    assert main(["--store", location, "jobs"]) == 0
+    assert result.job_id in capsys.readouterr().out
+    assert main(["cache", "--store", location]) == 0
+    assert "cache entries: 2" in capsys.readouterr().out
+    assert main(["show", result.job_id, "--store", location]) == 0
+    assert "tool_error" in capsys.readouterr().out
+    (row,) = Viewer(open_store(location)).jobs()
+    assert row["failed"] == 1
