@@ -1051,6 +1051,11 @@ class Run:
             if entry is not None and entry.fingerprint == fp:
                 return self._hit(step, address, fps, fp, entry)
             if self.store.claim([address], self.holder, self.lease)[address] is None:
+                # the holder may have finished between our read and our claim
+                entry = self.store.get_entry(address)
+                if entry is not None and entry.fingerprint == fp:
+                    self._queue().released.append(address)
+                    return self._hit(step, address, fps, fp, entry)
                 self.held.add(address)
                 if entry is not None and replaced is None:
                     replaced = entry.to_text()
