@@ -252,3 +252,20 @@ def test_a_killed_worker_loses_only_its_in_flight_invocations():
     assert sorted(i.address for i in second.invocations if not i.from_cache) == sorted(
         i.address for i in failed
     )
+
+
+def test_workers_running_another_fxtr_are_refused(monkeypatch):
+    """The version probe refuses a cluster whose workers run another fxtr."""
+    from fxtr import FxtrError
+    from fxtr.integrations import dask as adapter
+
+    async def body(_):
+        monkeypatch.setattr(adapter, "_worker_version", lambda: "0.0.0-other")
+        executor = DaskExecutor("local", processes=False, n_workers=1)
+        try:
+            await executor.start()
+        finally:
+            await executor.aclose()
+
+    with pytest.raises(FxtrError, match="Dask workers run another fxtr than this process"):
+        with_executor("local", body)

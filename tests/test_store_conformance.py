@@ -190,3 +190,44 @@ def test_command_and_viewer_read_the_store(location, capsys):
     assert "tool_error" in capsys.readouterr().out
     (row,) = Viewer(open_store(location)).jobs()
     assert row["failed"] == 1
+
+
+def test_newer_schema_is_a_clear_error(postgres_server):
+    """A database with a newer fxtr schema refuses to open, asking to upgrade fxtr."""
+    import psycopg
+
+    from fxtr.store._postgres import PostgresStore, SchemaError
+    from tests.pgserver import fresh_database
+
+    url = fresh_database(postgres_server, "newer_schema")
+    PostgresStore(url).close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("UPDATE fxtr_schema SET version = 99")
+    with pytest.raises(SchemaError, match="schema 99, newer than this fxtr understands"):
+        PostgresStore(url)
+
+
+def test_credentials_are_never_written(postgres_server, capsys):
+    """A password in the store URL appears in no table, message or report."""
+    import psycopg
+
+    from fxtr.report import job_report, load_job
+    from tests.pgserver import fresh_database
+
+    url = fresh_database(postgres_server, "creds").replace("fxtr@", "fxtr:s3cr3t-pw@")
+    result = run(evaluate, qa_inputs(models=("a",)), store=url)
+    store = open_store(url)
+    assert "s3cr3t-pw" not in repr(store) and "***" in store.path
+    assert "s3cr3t-pw" not in json.dumps(job_report(load_job(store, result.job_id)))
+    assert main(["jobs", "--store", url]) == 0
+    with psycopg.connect(url, autocommit=True) as conn:
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT tablename FROM pg_tables WHERE tablename LIKE 'fxtr%'"
+            ).fetchall()
+        ]
+        for table in tables:
+            rows = conn.execute(f"SELECT * FROM {table}").fetchall()
+            assert "s3cr3t-pw" not in repr(rows), table
+    assert "s3cr3t-pw" not in capsys.readouterr().err

@@ -119,3 +119,40 @@ def test_ten_thousand_invocations_stay_responsive(big_job):
     assert len(detail["graph"]["nodes"]) == 2
     assert page["total"] == 10_000 and len(page["items"]) == 100
     assert elapsed < 5
+
+
+def test_tracing_tasks_are_listed_and_shown(tmp_path):
+    """A tracing Client's task recorded in the store has its page."""
+    import asyncio
+
+    from fxtr.models import MockModelAPI
+    from fxtr.tracing import Client
+
+    store_path = tmp_path / "store"
+    client = Client({"m": MockModelAPI("gpt-4o-mini", "hi")}, store=store_path)
+
+    async def go():
+        with client.task("research") as t:
+            await client.messages.create(messages=[{"role": "user", "content": "hello"}])
+            try:
+                with client.step("fetch"):
+                    raise TimeoutError("slow")
+            except TimeoutError:
+                pass
+        return t.task_id
+
+    task_id = asyncio.run(go())
+    server, _ = serve(open_store(store_path), "127.0.0.1", 0)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.server_address[1]}") as http:
+            (task,) = http.get("/api/tasks").json()
+            assert task["task_id"] == task_id and task["nodes"] == 3
+            nodes = http.get(f"/api/tasks/{task_id}").json()["nodes"]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert [(n["kind"], n["name"], n["status"], n["reason"]) for n in nodes] == [
+        ("task", "research", "succeeded", None),
+        ("model_call", "gpt-4o-mini", "succeeded", None),
+        ("step", "fetch", "failed", "tool_error"),
+    ]

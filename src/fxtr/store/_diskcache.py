@@ -18,6 +18,8 @@ Keys (all ``str``, values JSON text):
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import dataclasses
 import json
 import os
@@ -32,6 +34,14 @@ import diskcache
 
 _HOST = socket.gethostname()
 _OPEN: dict[str, Any] = {}
+
+
+@atexit.register
+def _close_all() -> None:
+    """Close the stores this process opened (connections are not left to the collector)."""
+    for store in list(_OPEN.values()):
+        with contextlib.suppress(Exception):
+            store.close()
 
 
 def is_url(location: Any) -> bool:

@@ -115,7 +115,11 @@ class PostgresStore:
         self.closed = False
         self._lock = threading.RLock()
         self._db: _Locked | None = None
-        self._migrate()
+        try:
+            self._migrate()
+        except BaseException:
+            self.close()
+            raise
 
     def __repr__(self) -> str:
         return f"PostgresStore({self.path!r})"
