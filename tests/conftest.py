@@ -6,6 +6,17 @@ import pytest
 
 
 @pytest.fixture(autouse=True)
+def _reset_examples():
+    """The example steps' call log and scripted failures start empty in every test."""
+    from tests import examples
+
+    examples.CALLS.clear()
+    examples.FAIL.clear()
+    yield
+    examples.FAIL.clear()
+
+
+@pytest.fixture(autouse=True)
 def _isolated_store(tmp_path, monkeypatch):
     """Every test runs in its own directory, so the default store `.fxtr` is never shared."""
     monkeypatch.chdir(tmp_path)

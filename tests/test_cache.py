@@ -16,12 +16,6 @@ from tests import examples
 from tests.examples import evaluate, qa_inputs
 
 
-@pytest.fixture(autouse=True)
-def _reset_examples():
-    examples.CALLS.clear()
-    examples.FAIL.clear()
-
-
 def test_rerun_is_served_from_the_cache_and_runs_nothing():
     """Same address, same fingerprint: nothing runs; every invocation is from_cache."""
     first = run(evaluate, qa_inputs())

@@ -30,14 +30,6 @@ from tests import examples
 from tests.examples import Draft, evaluate, qa_inputs, refine
 
 
-@pytest.fixture(autouse=True)
-def _reset_examples():
-    examples.CALLS.clear()
-    examples.FAIL.clear()
-    yield
-    examples.FAIL.clear()
-
-
 def with_executor(kind, body, **options):
     """Run `body(executor)` in one event loop with a fresh executor of `kind`."""
 

@@ -28,14 +28,6 @@ from tests import examples
 from tests.examples import Draft, evaluate, qa_inputs, refine
 
 
-@pytest.fixture(autouse=True)
-def _reset_examples():
-    examples.CALLS.clear()
-    examples.FAIL.clear()
-    yield
-    examples.FAIL.clear()
-
-
 def test_seed_qa_example_runs_as_written():
     """qa.evaluate maps answer and score over model x prompt and summarizes per model."""
     result = run(evaluate, qa_inputs())

@@ -32,14 +32,6 @@ from tests.examples import evaluate, qa_inputs
 GOLDEN = Path(__file__).parent / "golden"
 
 
-@pytest.fixture(autouse=True)
-def _reset_examples():
-    examples.CALLS.clear()
-    examples.FAIL.clear()
-    yield
-    examples.FAIL.clear()
-
-
 def test_record_keeps_workflow_inputs_commit_and_attempts():
     """The job record names the root workflow, its importable path, inputs and attempts."""
     result = run(evaluate, qa_inputs())

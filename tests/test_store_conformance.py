@@ -36,14 +36,6 @@ def location(request, tmp_path):
     return fresh_database(admin, name[:60])
 
 
-@pytest.fixture(autouse=True)
-def _reset_examples():
-    examples.CALLS.clear()
-    examples.FAIL.clear()
-    yield
-    examples.FAIL.clear()
-
-
 def test_hit_and_miss(location):
     """A rerun is served from the store; a new key runs."""
     run(evaluate, qa_inputs(), store=location)

@@ -29,7 +29,22 @@ current_invocation: contextvars.ContextVar[Invocation | None] = contextvars.Cont
 """The step invocation whose body is running (model calls and notices attach to it)."""
 
 
-class WorkflowContext:
+class _Entities:
+    """Entity storage, the same for workflow and step bodies."""
+
+    _run: Run
+
+    async def store(self, entity: E) -> BoundID[E]:
+        """Store an entity; its reference's id is its content hash (so storing is deterministic)."""
+        return await self._run.store_entity(entity)
+
+    async def load(self, ref: BoundID[E]) -> E:
+        """Load a stored entity."""
+        entity: E = await self._run.load_entity(ref)
+        return entity
+
+
+class WorkflowContext(_Entities):
     """What a workflow body schedules with: steps, child workflows, sources, entities, logs."""
 
     def __init__(self, run: Run, record: WorkflowRun) -> None:
@@ -93,7 +108,9 @@ class WorkflowContext:
             ValueError: ``name`` was already scheduled in this invocation.
         """
         __tracebackhide__ = True
-        return self._run.schedule_step(self, name, step, inputs, map_over)
+        handle = self._run.schedule(self, name, step, inputs, map_over, "step")
+        assert handle is not None
+        return handle
 
     def run_child_workflow(
         self,
@@ -104,7 +121,7 @@ class WorkflowContext:
     ) -> ArrayHandle[Any] | None:
         """Schedule a child workflow; like ``run_step``. Its body runs when scheduled."""
         __tracebackhide__ = True
-        return self._run.schedule_workflow(self, name, workflow, inputs, map_over)
+        return self._run.schedule(self, name, workflow, inputs, map_over, "workflow")
 
     def add_source_array(self, name: str, array: Array[Any]) -> ArrayHandle[Any]:
         """Bring fixed data into the graph as a handle (recorded under ``name``)."""
@@ -215,22 +232,13 @@ class WorkflowContext:
         self._run.spawn(resolve())
         return make_handle(out)
 
-    async def store(self, entity: E) -> BoundID[E]:
-        """Store an entity; its reference's id is its content hash (deterministic)."""
-        return await self._run.store_entity(entity)
-
-    async def load(self, ref: BoundID[E]) -> E:
-        """Load a stored entity."""
-        entity: E = await self._run.load_entity(ref)
-        return entity
-
     def log(self, message: str) -> None:
         """Write a line to this workflow invocation's log."""
         self._record.logs.append(str(message))
         log.info("%s: %s", self.address, message)
 
 
-class StepContext:
+class StepContext(_Entities):
     """What a step body receives: its address, entity storage and a log."""
 
     def __init__(self, run: Run, step: StepDefinition[..., Any], invocation: Invocation) -> None:
@@ -259,15 +267,6 @@ class StepContext:
     def job_id(self) -> str:
         """The job this invocation belongs to."""
         return self._run.job_id
-
-    async def store(self, entity: E) -> BoundID[E]:
-        """Store an entity; its reference's id is its content hash."""
-        return await self._run.store_entity(entity)
-
-    async def load(self, ref: BoundID[E]) -> E:
-        """Load a stored entity."""
-        entity: E = await self._run.load_entity(ref)
-        return entity
 
     def log(self, message: str) -> None:
         """Write a line to this invocation's log (shown beside it in reports)."""

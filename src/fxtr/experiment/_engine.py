@@ -489,96 +489,59 @@ class Run:
             )
             raise DeterminismError(msg)
 
-    def schedule_step(
+    def schedule(
         self,
         ctx: WorkflowContext,
         name: str,
-        step: StepDefinition[..., Any],
+        callee: Any,
         inputs: Mapping[str, Any],
         map_over: Sequence[str],
-    ) -> ArrayHandle[Any]:
-        from fxtr.experiment._definition import StepDefinition
-
-        address = ctx._child_address(name)
-        where = f"In workflow {ctx.workflow_name!r}, operation {name!r}"
-        if not isinstance(step, StepDefinition):
-            msg = f"{where}: {step!r} is not a @step; use run_child_workflow for workflows."
-            raise SignatureError(msg)
-        map_over = list(map_over)
-        bindings, mapped, _ = self.bind(
-            where,
-            f"Step {step.name!r}",
-            step.signature.params,
-            inputs,
-            map_over,
-            concrete_ok=False,
-        )
-        result = step.signature.result
-        assert result is not None
-        dims = _result_dims(where, mapped, result.dims)
-        value_type = result.value_type
-        if is_entity_type(value_type):
-            value_type = BoundID[value_type]  # type: ignore[valid-type]
-        self.record_op(
-            ctx._record,
-            {
-                "name": name,
-                "kind": "step",
-                "callee": step.name,
-                "inputs": {b.param.name: b.node.label for b in bindings},
-                "map_over": map_over,
-            },
-        )
-        node = Node(self, dims, value_type, address, f"step {step.name!r}")
-        self.spawn(self._step_op(address, step, bindings, map_over, node))
-        return make_handle(node)
-
-    def schedule_workflow(
-        self,
-        ctx: WorkflowContext,
-        name: str,
-        wf: WorkflowDefinition[..., Any],
-        inputs: Mapping[str, Any],
-        map_over: Sequence[str],
+        kind: Literal["step", "workflow"],
     ) -> ArrayHandle[Any] | None:
-        from fxtr.experiment._definition import WorkflowDefinition
+        """Check an operation against its callee, record it, and start it; its handle."""
+        from fxtr.experiment._definition import StepDefinition, WorkflowDefinition
 
         address = ctx._child_address(name)
         where = f"In workflow {ctx.workflow_name!r}, operation {name!r}"
-        if not isinstance(wf, WorkflowDefinition):
-            msg = f"{where}: {wf!r} is not a @workflow; use run_step for steps."
+        if kind == "step" and not isinstance(callee, StepDefinition):
+            msg = f"{where}: {callee!r} is not a @step; use run_child_workflow for workflows."
+            raise SignatureError(msg)
+        if kind == "workflow" and not isinstance(callee, WorkflowDefinition):
+            msg = f"{where}: {callee!r} is not a @workflow; use run_step for steps."
             raise SignatureError(msg)
         map_over = list(map_over)
         bindings, mapped, concrete = self.bind(
             where,
-            f"Workflow {wf.name!r}",
-            wf.signature.params,
+            f"{kind.capitalize()} {callee.name!r}",
+            callee.signature.params,
             inputs,
             map_over,
-            concrete_ok=True,
+            concrete_ok=kind == "workflow",
         )
-        result = wf.signature.result
+        result = callee.signature.result
         dims = _result_dims(where, mapped, result.dims if result else ())
+        value_type = result.value_type if result else Any
+        if kind == "step" and is_entity_type(value_type):
+            value_type = BoundID[value_type]  # type: ignore[valid-type]
+        labels = {b.param.name: b.node.label for b in bindings}
+        labels.update(
+            {k: "value:" + fingerprint_text(encode_text(v))[:16] for k, v in concrete.items()}
+        )
         self.record_op(
             ctx._record,
             {
                 "name": name,
-                "kind": "workflow",
-                "callee": wf.name,
-                "inputs": {
-                    **{b.param.name: b.node.label for b in bindings},
-                    **{
-                        k: "value:" + fingerprint_text(encode_text(v))[:16]
-                        for k, v in concrete.items()
-                    },
-                },
+                "kind": kind,
+                "callee": callee.name,
+                "inputs": labels,
                 "map_over": map_over,
             },
         )
-        node = Node(
-            self, dims, result.value_type if result else Any, address, f"workflow {wf.name!r}"
-        )
-        self.spawn(self._workflow_op(address, wf, bindings, concrete, map_over, node))
+        node = Node(self, dims, value_type, address, f"{kind} {callee.name!r}")
+        if kind == "step":
+            self.spawn(self._step_op(address, callee, bindings, map_over, node))
+            return make_handle(node)
+        self.spawn(self._workflow_op(address, callee, bindings, concrete, map_over, node))
         return make_handle(node) if result is not None else None
 
     def add_source(self, ctx: WorkflowContext, name: str, array: Array[Any]) -> ArrayHandle[Any]:

@@ -18,6 +18,11 @@ from fxtr.models._types import (
 )
 
 
+def _put(body: dict[str, Any], **values: Any) -> None:
+    """Set the options that have a value; the provider's default stands for the others."""
+    body.update((k, v) for k, v in values.items() if v is not None)
+
+
 def _text(blocks: tuple[ContentText, ...]) -> str:
     return "".join(b.text for b in blocks)
 
@@ -66,15 +71,14 @@ class OpenAIChatAPI(ModelAPI):
         body: dict[str, Any] = {"model": self.model_name, "messages": messages}
         s = request.sampling
         if s is not None:
-            for key, value in (
-                ("temperature", s.temperature),
-                ("max_completion_tokens", s.max_tokens),
-                ("top_p", s.top_p),
-                ("seed", s.seed),
-                ("stop", list(s.stop) if s.stop else None),
-            ):
-                if value is not None:
-                    body[key] = value
+            _put(
+                body,
+                temperature=s.temperature,
+                max_completion_tokens=s.max_tokens,
+                top_p=s.top_p,
+                seed=s.seed,
+                stop=list(s.stop) if s.stop else None,
+            )
         if request.tools:
             body["tools"] = [
                 {
@@ -87,10 +91,7 @@ class OpenAIChatAPI(ModelAPI):
                 }
                 for t in request.tools
             ]
-        if request.tool_choice is not None:
-            body["tool_choice"] = request.tool_choice
-        if request.parallel_tool_calls is not None:
-            body["parallel_tool_calls"] = request.parallel_tool_calls
+        _put(body, tool_choice=request.tool_choice, parallel_tool_calls=request.parallel_tool_calls)
         return body
 
     def _parse(self, data: dict[str, Any]) -> ModelResponse:
@@ -187,13 +188,7 @@ class OpenAIResponsesAPI(OpenAIChatAPI):
         body: dict[str, Any] = {"model": self.model_name, "input": items}
         s = request.sampling
         if s is not None:
-            for key, value in (
-                ("temperature", s.temperature),
-                ("max_output_tokens", s.max_tokens),
-                ("top_p", s.top_p),
-            ):
-                if value is not None:
-                    body[key] = value
+            _put(body, temperature=s.temperature, max_output_tokens=s.max_tokens, top_p=s.top_p)
         if request.tools:
             body["tools"] = [
                 {
@@ -204,10 +199,7 @@ class OpenAIResponsesAPI(OpenAIChatAPI):
                 }
                 for t in request.tools
             ]
-        if request.tool_choice is not None:
-            body["tool_choice"] = request.tool_choice
-        if request.parallel_tool_calls is not None:
-            body["parallel_tool_calls"] = request.parallel_tool_calls
+        _put(body, tool_choice=request.tool_choice, parallel_tool_calls=request.parallel_tool_calls)
         return body
 
     def _parse(self, data: dict[str, Any]) -> ModelResponse:
@@ -332,13 +324,12 @@ class AnthropicMessagesAPI(ModelAPI):
         if system:
             body["system"] = "\n\n".join(system)
         if s is not None:
-            for key, value in (
-                ("temperature", s.temperature),
-                ("top_p", s.top_p),
-                ("stop_sequences", list(s.stop) if s.stop else None),
-            ):
-                if value is not None:
-                    body[key] = value
+            _put(
+                body,
+                temperature=s.temperature,
+                top_p=s.top_p,
+                stop_sequences=list(s.stop) if s.stop else None,
+            )
         if request.tools:
             body["tools"] = [
                 {
