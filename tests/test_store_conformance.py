@@ -223,3 +223,18 @@ def test_credentials_are_never_written(postgres_server, capsys):
             rows = conn.execute(f"SELECT * FROM {table}").fetchall()
             assert "s3cr3t-pw" not in repr(rows), table
     assert "s3cr3t-pw" not in capsys.readouterr().err
+
+
+def test_a_cache_hit_does_not_replace_the_run_of_the_same_attempt(location):
+    """Processes joining one job record the same invocation; the run is what stays."""
+    from fxtr.store import Batch
+
+    store = open_store(location)
+    ran = {"address": "j/a", "step": "s", "status": "succeeded", "attempt": 1, "calls": 1}
+    hit = {"address": "j/a", "step": "s", "status": "succeeded", "attempt": 1, "from_cache": True}
+    store.write(Batch(invocations={"job": [ran]}))
+    store.write(Batch(invocations={"job": [hit]}))
+    assert store.job_invocations("job")["j/a"] == ran
+    later = {**hit, "attempt": 2}
+    store.write(Batch(invocations={"job": [later]}))
+    assert store.job_invocations("job")["j/a"] == later

@@ -380,6 +380,7 @@ def test_xdist_one_job_one_summary_same_outcomes(pytester, monkeypatch):
     assert sorted(runs(pytester)) == sorted(set(runs(pytester))) and len(runs(pytester)) == 6
     report = json.loads((pytester.path / "r.json").read_text())
     assert len(report["jobs"]) == 1
+    assert sum(not i["from_cache"] for i in report["jobs"][0]["invocations"]) == 6
     result.stdout.fnmatch_lines(["*score gate failed*(model=small)*"])
 
 

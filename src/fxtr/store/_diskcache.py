@@ -148,6 +148,21 @@ class CacheEntry:
         )
 
 
+def keeps(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """Whether an invocation's record stands against a later one of the same attempt.
+
+    Processes that join one job (pytest-xdist workers) each record every invocation; the one
+    that ran it and the ones that then found it in the cache write the same attempt. The run
+    is what happened; a later cache hit of the same attempt does not replace it.
+    """
+    return (
+        bool(new.get("from_cache"))
+        and not old.get("from_cache")
+        and old.get("status") == "succeeded"
+        and new.get("attempt") == old.get("attempt")
+    )
+
+
 @dataclasses.dataclass(slots=True)
 class Batch:
     """Writes gathered while the event loop runs, committed together in one transaction."""
@@ -371,7 +386,7 @@ class DiskStore:
                     yield json.loads(text)
 
     def job_invocations(self, job_id: str) -> dict[str, dict[str, Any]]:
-        """The latest record of each invocation of a job, by address."""
+        """The latest record of each invocation of a job, by address (see ``keeps``)."""
         count = self.cache.get("s|" + job_id, 0)
         out: dict[str, dict[str, Any]] = {}
         with self.cache.transact():
@@ -380,7 +395,9 @@ class DiskStore:
                 if text is None:
                     continue
                 for record in json.loads(text):
-                    out[record["address"]] = record
+                    old = out.get(record["address"])
+                    if old is None or not keeps(old, record):
+                        out[record["address"]] = record
         return out
 
     def put_ops(self, job_id: str, attempt: int, ops: dict[str, list[dict[str, Any]]]) -> None:

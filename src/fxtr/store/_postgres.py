@@ -53,7 +53,7 @@ _SCHEMA = [
         job_id text PRIMARY KEY, record text NOT NULL, created_at double precision)""",
     """CREATE TABLE IF NOT EXISTS fxtr_invocations (
         job_id text NOT NULL, address text NOT NULL, record text NOT NULL,
-        PRIMARY KEY (job_id, address))""",
+        attempt integer NOT NULL, ran boolean NOT NULL, PRIMARY KEY (job_id, address))""",
     """CREATE TABLE IF NOT EXISTS fxtr_attempts (
         job_id text NOT NULL, attempt integer NOT NULL, kind text NOT NULL, body text NOT NULL,
         PRIMARY KEY (job_id, attempt, kind))""",
@@ -516,10 +516,23 @@ class PostgresStore:
                 )
             for job_id, records in batch.invocations.items():
                 latest = {r["address"]: r for r in records}
+                # a cache hit of the same attempt does not replace the run (see ``keeps``)
                 cur.executemany(
-                    "INSERT INTO fxtr_invocations (job_id, address, record) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (job_id, address) DO UPDATE SET record = EXCLUDED.record",
-                    [(job_id, a, json.dumps(r)) for a, r in latest.items()],
+                    "INSERT INTO fxtr_invocations (job_id, address, record, attempt, ran) "
+                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (job_id, address) DO UPDATE SET "
+                    "record = EXCLUDED.record, attempt = EXCLUDED.attempt, ran = EXCLUDED.ran "
+                    "WHERE EXCLUDED.ran OR NOT fxtr_invocations.ran "
+                    "OR EXCLUDED.attempt <> fxtr_invocations.attempt",
+                    [
+                        (
+                            job_id,
+                            a,
+                            json.dumps(r),
+                            r.get("attempt", 0),
+                            not (r.get("from_cache") or r.get("status") != "succeeded"),
+                        )
+                        for a, r in latest.items()
+                    ],
                 )
             if batch.released:
                 cur.execute(
