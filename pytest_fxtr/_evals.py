@@ -147,8 +147,18 @@ def parse_marker(item: pytest.Item) -> Eval:
     )
 
 
+_KEYS = pytest.StashKey[dict[str, str]]()
+
+
 def item_keys(ev: Eval, item: pytest.Item) -> dict[str, str]:
     """The item's key in each dimension: the ids of the parametrize calls that feed it."""
+    keys = item.stash.get(_KEYS, None)
+    if keys is None:
+        keys = item.stash[_KEYS] = _item_keys(ev, item)
+    return keys
+
+
+def _item_keys(ev: Eval, item: pytest.Item) -> dict[str, str]:
     callspec = getattr(item, "callspec", None)
     groups = _parametrize_argnames(item)
     ids = list(callspec._idlist) if callspec is not None else []
