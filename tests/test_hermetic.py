@@ -58,9 +58,12 @@ def test_hermetic_false_turns_notices_off(tmp_path):
     assert result.invocations[0].warnings == []
 
 
-def test_outside_bodies_nothing_is_noticed(tmp_path):
-    """Code outside a body is not watched."""
-    from fxtr.experiment._hermetic import watching
-
-    assert watching.get() is None
-    (tmp_path / "f").write_text("x")
+def test_engine_work_and_launcher_code_are_not_noticed(tmp_path):
+    """Reading files in the launcher, around a job, leaves no notice on any record."""
+    data = tmp_path / "data.txt"
+    data.write_text("x")
+    data.read_text()  # the launcher reads its data: fine
+    result = run(leaky_wf, {"path": str(data)})
+    data.read_text()
+    notices = [w for i in result.invocations for w in i.warnings]
+    assert sum("read local file" in w for w in notices) == 1
