@@ -239,6 +239,7 @@ def run_job(
             "concurrency": settings.concurrency,
             "on_invocation": progress,
             "executor": loop.executor_for(settings.executor),
+            "run_tag": run_id,
         }
         last = store.get_last_job(key) if settings.resume else None
         if last is not None and store.has_job(last):

@@ -472,3 +472,23 @@ def test_bad_store_url_is_a_usage_error(pytester):
     result = pytester.runpytest("--fxtr-store", "mysql://x")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*'mysql://x' is not a valid fxtr store URL*"])
+
+
+def test_xdist_resume_continues_the_job(pytester, monkeypatch):
+    """Under -n 2, --fxtr-resume continues the same job: attempt 2 reruns the failed cases."""
+    write_eval(pytester)
+    monkeypatch.setenv("EVAL_RUNS", str(pytester.path / "runs.txt"))
+    monkeypatch.setenv("EVAL_FAIL", "q2")
+    first = pytester.runpytest_subprocess("-n", "2", "--fxtr-report", "r1.json")
+    first.assert_outcomes(passed=4, failed=2)
+    monkeypatch.delenv("EVAL_FAIL")
+    (pytester.path / "runs.txt").unlink()
+    second = pytester.runpytest_subprocess("-n", "2", "--fxtr-resume", "--fxtr-report", "r2.json")
+    second.assert_outcomes(passed=6)
+    one = json.loads((pytester.path / "r1.json").read_text())["jobs"][0]
+    two = json.loads((pytester.path / "r2.json").read_text())["jobs"][0]
+    assert two["job_id"] == one["job_id"] and two["attempt"] == 2
+    assert sorted(set(runs(pytester))) == [
+        "demo.evaluate/score[model=large,case=q2]",
+        "demo.evaluate/score[model=small,case=q2]",
+    ]

@@ -199,13 +199,23 @@ async def _attempt(
     executor: Any,
     on_invocation: Any,
     hermetic: bool = True,
+    run_tag: str | None = None,
 ) -> JobResult:
     if hermetic:
         install_hermetic()
-    attempt = len(record["attempts"]) + 1
     job_id = record["job_id"]
-    info: dict[str, Any] = {"attempt": attempt, "started_at": time.time(), "status": "running"}
-    record["attempts"].append(info)
+    last = record["attempts"][-1] if record["attempts"] else None
+    if run_tag is not None and last is not None and last.get("run") == run_tag:
+        # another process of the same run (a pytest-xdist worker) started this attempt: join it
+        info: dict[str, Any] = last
+        attempt = int(last["attempt"])
+        prior_ops = None
+    else:
+        attempt = len(record["attempts"]) + 1
+        info = {"attempt": attempt, "started_at": time.time(), "status": "running"}
+        if run_tag is not None:
+            info["run"] = run_tag
+        record["attempts"].append(info)
     run = Run(
         store=store,
         job_id=job_id,
@@ -289,6 +299,7 @@ async def launch(
     executor: Any = None,
     on_invocation: Any = None,
     hermetic: bool = True,
+    run_tag: str | None = None,
 ) -> JobResult:
     """Run a job: one root workflow over its inputs.
 
@@ -307,6 +318,8 @@ async def launch(
         on_invocation: called with each invocation record as it ends.
         hermetic: note files and environment variables that bodies touch, as warnings on
             their records.
+        run_tag: processes of one run that launch or resume the same job with the same tag
+            (pytest-xdist workers) join one attempt instead of each starting their own.
 
     Returns:
         The attempt's ``JobResult``; failures of steps are in it, not raised.
@@ -346,6 +359,7 @@ async def launch(
         executor=executor,
         on_invocation=on_invocation,
         hermetic=hermetic,
+        run_tag=run_tag,
     )
 
 
@@ -360,6 +374,7 @@ async def resume(
     executor: Any = None,
     on_invocation: Any = None,
     hermetic: bool = True,
+    run_tag: str | None = None,
 ) -> JobResult:
     """Start the next attempt of a job: only failed, skipped or never-run invocations run.
 
@@ -389,6 +404,7 @@ async def resume(
         executor=executor,
         on_invocation=on_invocation,
         hermetic=hermetic,
+        run_tag=run_tag,
     )
 
 
