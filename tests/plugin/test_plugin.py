@@ -481,6 +481,8 @@ def test_xdist_resume_continues_the_job(pytester, monkeypatch):
     monkeypatch.setenv("EVAL_FAIL", "q2")
     first = pytester.runpytest_subprocess("-n", "2", "--fxtr-report", "r1.json")
     first.assert_outcomes(passed=4, failed=2)
+    # every invocation ran once across both workers, the failing ones included
+    assert len(runs(pytester)) == 6 and len(set(runs(pytester))) == 6
     monkeypatch.delenv("EVAL_FAIL")
     (pytester.path / "runs.txt").unlink()
     second = pytester.runpytest_subprocess("-n", "2", "--fxtr-resume", "--fxtr-report", "r2.json")

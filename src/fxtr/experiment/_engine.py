@@ -192,9 +192,12 @@ class Run:
         lease: float = 30.0,
         executor: Any = None,
         hermetic: bool = True,
+        shared: bool = False,
     ) -> None:
         self.store = store
         self.hermetic = hermetic
+        self.shared = shared
+        """Other processes of the same run may run this attempt too (pytest-xdist workers)."""
         """Watch bodies for files and environment variables they touch."""
         self.job_id = job_id
         self.attempt = attempt
@@ -920,6 +923,7 @@ class Run:
                 # claim: read the won ones again, so a result is never computed twice
                 won = [plans[i].address for i, _ in run if claims[plans[i].address] is None]
                 landed = self.store.get_entries(won) if won else {}
+                failed = self._failed_elsewhere([a for a in won if a not in landed])
                 tasks = []
                 waiting: list[int] = []
                 for i, replaced in run:
@@ -928,6 +932,10 @@ class Run:
                     if entry is not None and entry.fingerprint == plans[i].fingerprint:
                         self._queue().released.append(address)
                         out[i] = self._hit(step, address, plans[i].fps, plans[i].fingerprint, entry)
+                        continue
+                    if address in failed:
+                        self._queue().released.append(address)
+                        out[i] = failed[address]
                         continue
                     waiting.append(i)
                     if claims[address] is None:
@@ -966,6 +974,22 @@ class Run:
         if recorded.status == "succeeded":
             return Value(self._result_value(recorded.result_text))
         return Value(None, cause=f"{recorded.status} at {address!r}: {recorded.error}")
+
+    def _failed_elsewhere(self, addresses: list[str]) -> dict[str, Value]:
+        """Invocations of this attempt that another process of the same run already failed.
+
+        Only processes that joined one attempt (``run_tag``) look: they take the failure
+        instead of running the step again.
+        """
+        if not self.shared or not addresses:
+            return {}
+        prefix = f"{self.job_id}|{self.attempt}|"
+        out: dict[str, Value] = {}
+        for text in self.store.get_failures([prefix + a for a in addresses]).values():
+            inv = Invocation.from_json(json.loads(text))
+            self._finish(inv)
+            out[inv.address] = Value(None, cause=f"failed at {inv.address!r}: {inv.error}")
+        return out
 
     def _hit(
         self,
@@ -1013,6 +1037,9 @@ class Run:
             entry = self.store.get_entry(address)
             if entry is not None and entry.fingerprint == fp:
                 return self._hit(step, address, fps, fp, entry)
+            failed = self._failed_elsewhere([address]).get(address)
+            if failed is not None:
+                return failed
             if self.store.claim([address], self.holder, self.lease)[address] is None:
                 # the holder may have finished between our read and our claim
                 entry = self.store.get_entry(address)
@@ -1066,6 +1093,11 @@ class Run:
             inv.traceback = remote or "".join(traceback.format_exception(exc))
             inv.reason = classify(exc)
             inv.category = failure_category(exc)
+            # processes that joined this attempt and wait on our claim take this failure
+            # instead of running the step again
+            self._queue().failures[f"{self.job_id}|{self.attempt}|{address}"] = json.dumps(
+                inv.to_json()
+            )
             self._release(address)
             self._finish(inv)
             return Value(None, cause=f"step {step.name!r} failed at {address!r}: {inv.error}")

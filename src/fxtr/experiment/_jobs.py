@@ -226,6 +226,7 @@ async def _attempt(
         expected_ops=prior_ops,
         executor=executor,
         hermetic=hermetic,
+        shared=run_tag is not None,
         holder=f"{socket.gethostname()}:{os.getpid()}:{job_id}:{attempt}:{uuid.uuid4().hex[:6]}",
     )
     run.on_invocation = on_invocation

@@ -12,6 +12,7 @@ Keys (all ``str``, values JSON text):
   ``s|JOB``: the number of chunks; ``o|JOB|ATTEMPT``: the operations each workflow
   invocation scheduled; ``w|JOB|ATTEMPT``: the workflow invocations of an attempt.
 - ``v|FINGERPRINT``: the canonical text of a step input (records keep fingerprints).
+- ``x|JOB|ATTEMPT|ADDRESS``: the record of an invocation that failed in that attempt.
 - ``l|KEY``: the last job launched for a key (the plugin's per-eval resume pointer).
 - ``tc|TASK`` and ``tn|TASK|SEQ``: a ``fxtr.tracing.Client`` task graph, node by node.
 """
@@ -179,6 +180,9 @@ class Batch:
     """Invocation records per job id."""
     values: dict[str, str] = dataclasses.field(default_factory=dict)
     """Canonical texts of step inputs by fingerprint (what an invocation received)."""
+    failures: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Failed invocation records by ``JOB|ATTEMPT|ADDRESS``, for processes that joined the
+    attempt and wait on the address."""
 
     def __bool__(self) -> bool:
         return bool(
@@ -188,6 +192,7 @@ class Batch:
             or self.entities
             or self.invocations
             or self.values
+            or self.failures
         )
 
 
@@ -418,6 +423,10 @@ class DiskStore:
         text = self.cache.get(f"w|{job_id}|{attempt}")
         return [] if text is None else json.loads(text)
 
+    def get_failures(self, keys: list[str]) -> dict[str, str]:
+        """Failed invocations' records by ``JOB|ATTEMPT|ADDRESS``, where some were written."""
+        return {k[2:]: v for k, v in self._get_many(["x|" + key for key in keys]).items()}
+
     def get_value(self, fingerprint: str) -> str | None:
         """The canonical text of a step input, by its fingerprint."""
         text: str | None = self.cache.get("v|" + fingerprint)
@@ -503,6 +512,8 @@ class DiskStore:
                 cache.set("n|" + entity_id, text)
             for fp, text in batch.values.items():
                 cache.set("v|" + fp, text)
+            for key, text in batch.failures.items():
+                cache.set("x|" + key, text)
             for job_id, records in batch.invocations.items():
                 seq = cache.incr("s|" + job_id) - 1
                 cache.set(f"i|{job_id}|{seq}", json.dumps(records))

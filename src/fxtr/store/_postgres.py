@@ -58,6 +58,7 @@ _SCHEMA = [
         job_id text NOT NULL, attempt integer NOT NULL, kind text NOT NULL, body text NOT NULL,
         PRIMARY KEY (job_id, attempt, kind))""",
     "CREATE TABLE IF NOT EXISTS fxtr_last (key text PRIMARY KEY, job_id text NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS fxtr_failures (key text PRIMARY KEY, record text NOT NULL)",
     """CREATE TABLE IF NOT EXISTS fxtr_trace (
         task_id text NOT NULL, seq integer NOT NULL, node text NOT NULL,
         PRIMARY KEY (task_id, seq))""",
@@ -359,6 +360,13 @@ class PostgresStore:
         value: str | None = self._one("SELECT body FROM fxtr_entities WHERE id = %s", (entity_id,))
         return value
 
+    def get_failures(self, keys: list[str]) -> dict[str, str]:
+        """Failed invocations' records by ``JOB|ATTEMPT|ADDRESS``, where some were written."""
+        rows = self._conn().execute(
+            "SELECT key, record FROM fxtr_failures WHERE key = ANY(%s)", (keys,)
+        ).fetchall()
+        return dict(rows)
+
     def get_value(self, fingerprint: str) -> str | None:
         """The canonical text of a step input, by its fingerprint."""
         value: str | None = self._one(
@@ -533,6 +541,12 @@ class PostgresStore:
                         )
                         for a, r in latest.items()
                     ],
+                )
+            if batch.failures:
+                cur.executemany(
+                    "INSERT INTO fxtr_failures (key, record) VALUES (%s, %s) "
+                    "ON CONFLICT (key) DO UPDATE SET record = EXCLUDED.record",
+                    list(batch.failures.items()),
                 )
             if batch.released:
                 cur.execute(
