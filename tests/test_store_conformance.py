@@ -238,3 +238,12 @@ def test_a_cache_hit_does_not_replace_the_run_of_the_same_attempt(location):
     later = {**hit, "attempt": 2}
     store.write(Batch(invocations={"job": [later]}))
     assert store.job_invocations("job")["j/a"] == later
+
+
+def test_failure_markers_round_trip(location):
+    """A failure written for a joined attempt is read back by key, in bulk."""
+    from fxtr.store import Batch
+
+    store = open_store(location)
+    store.write(Batch(failures={"job|1|a": '{"address": "a"}'}))
+    assert store.get_failures(["job|1|a", "job|1|b"]) == {"job|1|a": '{"address": "a"}'}
