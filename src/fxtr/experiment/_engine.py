@@ -16,7 +16,6 @@ import hashlib
 import itertools
 import json
 import logging
-import os
 import time
 import traceback
 import typing
@@ -1431,8 +1430,3 @@ def _conflict(
         + ". Rerun with conflict='overwrite' (--fxtr-cache-conflict=overwrite) to replace it; "
         "the old result is kept in the history",
     }
-
-
-def current_pid() -> int:
-    """This process's id (a seam for tests of claims)."""
-    return os.getpid()

@@ -362,9 +362,11 @@ class PostgresStore:
 
     def get_failures(self, keys: list[str]) -> dict[str, str]:
         """Failed invocations' records by ``JOB|ATTEMPT|ADDRESS``, where some were written."""
-        rows = self._conn().execute(
-            "SELECT key, record FROM fxtr_failures WHERE key = ANY(%s)", (keys,)
-        ).fetchall()
+        rows = (
+            self._conn()
+            .execute("SELECT key, record FROM fxtr_failures WHERE key = ANY(%s)", (keys,))
+            .fetchall()
+        )
         return dict(rows)
 
     def get_value(self, fingerprint: str) -> str | None:
