@@ -146,15 +146,11 @@ def write_report(path: Path, document: dict[str, Any]) -> None:
     path.write_text(json.dumps(document, indent=2, default=str) + "\n")
 
 
-def _fmt_usd(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"${value:.4f}" if value >= 0.01 or value == 0 else f"${value:.6f}"
-
-
 def render(tr: Any, jobs: dict[str, dict[str, Any]], all_scores: list[Score], verbose: int) -> None:
     """Write the ``fxtr summary`` section through the terminal reporter."""
     from tabulate import tabulate
+
+    from fxtr.report import format_usd
 
     tr.section("fxtr summary", sep="=")
     for job_id, info in jobs.items():
@@ -220,8 +216,8 @@ def render(tr: Any, jobs: dict[str, dict[str, Any]], all_scores: list[Score], ve
                     c["calls"],
                     c["input_tokens"],
                     c["output_tokens"],
-                    _fmt_usd(c["usd"]),
-                    _fmt_usd(c["saved_usd"]),
+                    format_usd(c["usd"]),
+                    format_usd(c["saved_usd"]),
                 ]
                 for m, c in sorted(cost["by_model"].items())
             ]
@@ -231,8 +227,8 @@ def render(tr: Any, jobs: dict[str, dict[str, Any]], all_scores: list[Score], ve
                     cost["calls"],
                     cost["input_tokens"],
                     cost["output_tokens"],
-                    _fmt_usd(cost["usd"]),
-                    _fmt_usd(cost["saved_usd"]),
+                    format_usd(cost["usd"]),
+                    format_usd(cost["saved_usd"]),
                 ]
             )
             tr.write_line(

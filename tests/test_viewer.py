@@ -156,3 +156,26 @@ def test_tracing_tasks_are_listed_and_shown(tmp_path):
         ("model_call", "gpt-4o-mini", "succeeded", None),
         ("step", "fetch", "failed", "tool_error"),
     ]
+
+
+def test_graphs_over_300_operations_are_marked_for_the_tree_view():
+    """A job with more operations than can be drawn says so; the page then shows a tree."""
+    from fxtr.report import JobView, operation_graph
+
+    ops = {
+        "wf": [
+            {"name": f"op{i}", "kind": "step", "callee": "s", "inputs": {}, "map_over": []}
+            for i in range(301)
+        ]
+    }
+    view = JobView(
+        job_id="j",
+        record={"workflow": "wf", "attempts": [{}]},
+        invocations={},
+        workflows=[{"address": "wf", "workflow": "wf", "status": "succeeded"}],
+        ops=ops,
+    )
+    graph = operation_graph(view)
+    assert graph["truncated"] and len(graph["nodes"]) == 302
+    small = operation_graph(JobView("j", view.record, {}, view.workflows, {"wf": ops["wf"][:5]}))
+    assert not small["truncated"]

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from fxtr.report import format_usd
 from fxtr.store import Store, is_url, open_store
 
 __all__ = ["main"]
@@ -62,12 +63,6 @@ def _job(store: Store, job_id: str) -> Any:
         raise CommandError(msg) from None
 
 
-def _usd(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"${value:.4f}" if value >= 0.01 or value == 0 else f"${value:.6f}"
-
-
 def cmd_jobs(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
@@ -98,7 +93,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             r["cached"],
             r["failed"],
             r["tokens"],
-            _usd(r["cost_usd"]),
+            format_usd(r["cost_usd"]),
             r["started"],
             r["commit"] or "-",
         ]
@@ -138,7 +133,7 @@ def cmd_show(args: argparse.Namespace) -> int:
     )
     print(
         f"{row['ran']} ran, {row['cached']} cached, {row['failed']} failed · "
-        f"{row['tokens']} tokens · {_usd(row['cost_usd'])}"
+        f"{row['tokens']} tokens · {format_usd(row['cost_usd'])}"
     )
     children: dict[str | None, list[dict[str, Any]]] = {}
     ids = {n["id"] for n in graph["nodes"]}
@@ -153,7 +148,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             extra = f" · {n['ran']} ran, {n['cached']} cached"
             tokens = n["input_tokens"] + n["output_tokens"]
             if tokens:
-                extra += f" · {tokens} tokens · {_usd(n['cost_usd'])}"
+                extra += f" · {tokens} tokens · {format_usd(n['cost_usd'])}"
         reasons = (
             " · reasons: " + ", ".join(f"{k} {v}" for k, v in n["reasons"].items())
             if n["reasons"]

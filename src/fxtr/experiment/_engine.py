@@ -18,6 +18,7 @@ import json
 import logging
 import time
 import traceback
+import types
 import typing
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
@@ -863,27 +864,26 @@ class Run:
                 continue
             prior = self.prior.get(address)
             if prior is not None and prior.status == "succeeded" and prior.fingerprint == fp:
-                inv = Invocation(
+                # an earlier attempt's result: its usage, logs and times stay with it
+                usage = {
+                    "calls": prior.calls,
+                    "input_tokens": prior.input_tokens,
+                    "output_tokens": prior.output_tokens,
+                    "cost_usd": prior.cost_usd,
+                    "by_model": prior.cost_by_model,
+                }
+                out[i] = self._served(
+                    step,
                     address,
-                    step.name,
-                    "succeeded",
-                    from_cache=True,
-                    fingerprint=fp,
-                    input_fingerprints=fps,
-                    result_text=prior.result_text,
-                    attempt=self.attempt,
+                    fps,
+                    fp,
+                    prior.result_text,
+                    usage,
                     logs=prior.logs,
                     warnings=prior.warnings,
                     started_at=prior.started_at,
                     ended_at=prior.ended_at,
-                    input_tokens=prior.input_tokens,
-                    output_tokens=prior.output_tokens,
-                    cost_usd=prior.cost_usd,
-                    calls=prior.calls,
-                    cost_by_model=prior.cost_by_model,
                 )
-                self._finish(inv)
-                out[i] = Value(self._result_value(inv.result_text))
                 continue
             todo.append(i)
         if todo:
@@ -998,6 +998,19 @@ class Run:
         fp: str | None,
         entry: CacheEntry,
     ) -> Value:
+        return self._served(step, address, fps, fp, entry.result, entry.usage)
+
+    def _served(
+        self,
+        step: StepDefinition[..., Any],
+        address: str,
+        fps: dict[str, str],
+        fp: str | None,
+        result_text: str | None,
+        usage: dict[str, Any] | None,
+        **recorded: Any,
+    ) -> Value:
+        """An invocation served without running (step cache or an earlier attempt)."""
         inv = Invocation(
             address,
             step.name,
@@ -1005,18 +1018,18 @@ class Run:
             from_cache=True,
             fingerprint=fp,
             input_fingerprints=fps,
-            result_text=entry.result,
+            result_text=result_text,
             attempt=self.attempt,
+            **recorded,
         )
-        usage = entry.usage
         if usage:
             inv.calls = usage.get("calls", 0)
             inv.input_tokens = usage.get("input_tokens", 0)
             inv.output_tokens = usage.get("output_tokens", 0)
             inv.cost_usd = usage.get("cost_usd")
-            inv.cost_by_model = usage.get("by_model", {})
+            inv.cost_by_model = usage.get("by_model") or {}
         self._finish(inv)
-        return Value(self._result_value(entry.result))
+        return Value(self._result_value(result_text))
 
     def _result_value(self, text: str | None) -> Any:
         assert text is not None
@@ -1222,7 +1235,7 @@ def field_node(source: Node, path: tuple[str, ...]) -> Node:
         optional = False
         if typing.get_origin(value_type) in (
             typing.Union,
-            __import__("types").UnionType,
+            types.UnionType,
         ):
             members = [a for a in typing.get_args(value_type) if a is not type(None)]
             optional = len(members) != len(typing.get_args(value_type))

@@ -7,6 +7,7 @@ is computed here once, from the store alone.
 from fxtr.report._views import (
     JobView,
     cost_of_invocations,
+    format_usd,
     invocation_detail,
     job_report,
     job_row,
@@ -19,6 +20,7 @@ from fxtr.report._views import (
 __all__ = [
     "JobView",
     "cost_of_invocations",
+    "format_usd",
     "invocation_detail",
     "job_report",
     "job_row",

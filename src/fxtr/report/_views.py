@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from fxtr.store import Store
+from fxtr.tracing._jobgraph import source_op
 
 MAX_STRING = 20_000
 """Longer strings are cut in views, with a marker saying how much is left out."""
@@ -55,6 +56,13 @@ def load_job(store: Store, job_id: str) -> JobView:
         workflows=store.get_workflows(job_id, attempt) if attempt else [],
         ops=(store.get_ops(job_id, attempt) or {}) if attempt else {},
     )
+
+
+def format_usd(value: float | None) -> str:
+    """Dollars as the summary, the command and the viewer show them (6 places under a cent)."""
+    if value is None:
+        return "-"
+    return f"${value:.4f}" if value >= 0.01 or value == 0 else f"${value:.6f}"
 
 
 def cost_of_invocations(invocations: list[dict[str, Any]]) -> dict[str, Any]:
@@ -145,10 +153,8 @@ def strip_keys(address: str) -> str:
 
 
 def _source_op(label: str) -> str | None:
-    if label.startswith(("input:", "value:", "combine(", "stack[")):
-        return None
-    head, _, last = label.rpartition("/")
-    return strip_keys(f"{head}/{last.split('.', 1)[0]}") if head else None
+    source = source_op(label)
+    return strip_keys(source) if source else None
 
 
 def operation_graph(view: JobView) -> dict[str, Any]:

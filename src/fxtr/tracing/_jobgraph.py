@@ -28,11 +28,11 @@ def split_address(address: str) -> tuple[str, str, dict[str, str]]:
 
 
 def _split_keys(text: str) -> list[str]:
-    parts, depth, current, quoted = [], 0, "", False
+    parts, current, quoted = [], "", False
     for ch in text:
         if ch == '"':
             quoted = not quoted
-        if ch == "," and not quoted and depth == 0:
+        if ch == "," and not quoted:
             parts.append(current)
             current = ""
             continue
@@ -41,7 +41,7 @@ def _split_keys(text: str) -> list[str]:
     return parts
 
 
-def _op_of(label: str) -> str | None:
+def source_op(label: str) -> str | None:
     """The operation address a handle label comes from (field projections stripped)."""
     if label.startswith(("input:", "value:", "combine(", "stack[")):
         return None
@@ -90,7 +90,7 @@ def job_graph(result: JobResult) -> TaskGraph:
     upstream: dict[str, list[str]] = {}
     for wf_address, ops in result.ops.items():
         for op in ops:
-            sources = [_op_of(label) for label in op.get("inputs", {}).values()]
+            sources = [source_op(label) for label in op.get("inputs", {}).values()]
             upstream[f"{wf_address}/{op['name']}"] = [s for s in sources if s in by_op]
     for inv in result.invocations:
         parent, name, keys = split_address(inv.address)
