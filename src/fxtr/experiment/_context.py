@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextvars
 import logging
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -13,6 +12,7 @@ from fxtr.experiment._engine import Node, Value, format_key
 from fxtr.experiment._entity import BoundID, Entity
 from fxtr.experiment._handle import ArrayHandle, make_handle
 from fxtr.experiment._types import Dim
+from fxtr.tracing._recorder import current_invocation
 
 if TYPE_CHECKING:
     from fxtr.experiment._definition import StepDefinition, WorkflowDefinition
@@ -23,10 +23,6 @@ E = TypeVar("E", bound=Entity)
 R = TypeVar("R")
 log = logging.getLogger("fxtr")
 
-current_invocation: contextvars.ContextVar[Invocation | None] = contextvars.ContextVar(
-    "fxtr_current_invocation", default=None
-)
-"""The step invocation whose body is running (model calls and notices attach to it)."""
 
 
 class _Entities:

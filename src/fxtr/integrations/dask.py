@@ -179,7 +179,7 @@ def run_on_worker(
     ref: dict[str, Any], blob: bytes, kwargs_text: str, meta: dict[str, Any]
 ) -> dict[str, Any]:
     """Run one step invocation on a worker thread; the outcome comes back as data."""
-    from fxtr.experiment._context import current_invocation
+    from fxtr.tracing._recorder import current_invocation
     from fxtr.experiment._records import Invocation
     from fxtr.models import _api
     from fxtr.tracing._classify import failure_category

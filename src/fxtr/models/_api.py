@@ -24,7 +24,7 @@ from fxtr.models._types import (
     RetryConfig,
     Usage,
 )
-from fxtr.tracing._classify import category_from_http
+from fxtr.models._classify import category_from_http
 
 DEFAULT_FAILURE_CATEGORIES_TO_RETRY: frozenset[str] = frozenset(
     {"rate_limit", "overloaded", "server_error", "timeout", "connection"}

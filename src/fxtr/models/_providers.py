@@ -130,7 +130,7 @@ class OpenAIChatAPI(ModelAPI):
         )
 
     def _fail_from(self, data: dict[str, Any]) -> Exception:
-        from fxtr.tracing._classify import category_from_http
+        from fxtr.models._classify import category_from_http
 
         return self._fail(
             category_from_http(None, data), f"error in a 200 response: {data['error']}", 200
@@ -349,7 +349,7 @@ class AnthropicMessagesAPI(ModelAPI):
 
     def _parse(self, data: dict[str, Any]) -> ModelResponse:
         if data.get("type") == "error" or "error" in data:
-            from fxtr.tracing._classify import category_from_http
+            from fxtr.models._classify import category_from_http
 
             category = category_from_http(None, data)
             if category == "unknown":

@@ -23,6 +23,13 @@ current_frame: contextvars.ContextVar[tuple[TaskGraph, str] | None] = contextvar
     "fxtr_trace_frame", default=None
 )
 """(graph, node id) that new nodes are parented under."""
+current_invocation: contextvars.ContextVar[Any] = contextvars.ContextVar(
+    "fxtr_current_invocation", default=None
+)
+"""The step invocation whose body is running (model calls and notices attach to it).
+
+The engine sets it around a step body; tracing only reads it, so tracing never imports the
+engine."""
 retry_of: contextvars.ContextVar[str | None] = contextvars.ContextVar(
     "fxtr_trace_retry_of", default=None
 )
@@ -76,7 +83,6 @@ async def model_call(model_name: str, request: ModelRequest) -> AsyncIterator[Mo
     The call is a node in the current graph (if any) and usage on the running step
     invocation (if any).
     """
-    from fxtr.experiment._context import current_invocation
     from fxtr.experiment._encoding import encode_text
 
     frame = current_frame.get()
