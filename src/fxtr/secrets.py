@@ -1,0 +1,137 @@
+"""Redaction of credentials from everything fxtr writes.
+
+One function, :func:`redact`, is applied where text leaves the process: the store's records
+and results, reports, the viewer, exports and fxtr's log records. It removes every occurrence
+of a known credential in any of the forms it travels in:
+
+- the value itself (``sk-proj-abc...``);
+- the value without its provider prefix (``abc...``, as some gateways echo it);
+- its base64 forms (standard and URL-safe, padded or not; of the value alone and of
+  ``":" + value`` and ``value + ":"``, which is how HTTP Basic credentials carry a key).
+
+Known credentials are the values of environment variables whose names say they hold one
+(``*_API_KEY``, ``*_API_TOKEN``, ``*_SECRET``, ``*_SECRET_KEY``, ``*_ACCESS_KEY``,
+``*_AUTH_TOKEN``, plus a few providers' own names), and any value passed to :func:`register`
+(model clients register the key they were given). Values shorter than 8 characters are not
+treated as secrets (they would redact ordinary words). Besides exact values, anything shaped
+like a provider key (``sk-...``, ``sk-ant-...``, ``Bearer ...``) is redacted too.
+
+This module imports nothing from fxtr, so any layer may use it.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import os
+import re
+import threading
+import time
+
+REDACTED = "[redacted]"
+
+_SECRET_NAME = re.compile(
+    r"(_API_KEY|_APIKEY|_API_TOKEN|_SECRET|_SECRET_KEY|_ACCESS_KEY|_AUTH_TOKEN|_TOKEN)$"
+)
+_PREFIXES = ("sk-ant-api03-", "sk-ant-", "sk-proj-", "sk-or-v1-", "sk-", "gsk_", "xai-", "AIza")
+_KEY_LIKE = re.compile(r"(sk-(?:ant-)?[A-Za-z0-9_\-\*]{6,}|Bearer\s+[^\s\"',;]+)")
+_MIN_LENGTH = 8
+
+_registered: set[str] = set()
+_lock = threading.Lock()
+_cache: tuple[frozenset[str], re.Pattern[str] | None] = (frozenset(), None)
+_env_seen: tuple[float, frozenset[str]] = (-1.0, frozenset())
+_ENV_REFRESH = 0.5
+"""Seconds between two reads of the environment (redaction runs once per written record)."""
+
+
+def register(value: str | None) -> None:
+    """Treat ``value`` as a credential from now on (in this process)."""
+    global _env_seen
+    if value and len(value) >= _MIN_LENGTH:
+        with _lock:
+            _registered.add(value)
+            _env_seen = (-1.0, _env_seen[1])
+
+
+def _env_secrets() -> set[str]:
+    return {
+        value
+        for name, value in os.environ.items()
+        if value and len(value) >= _MIN_LENGTH and _SECRET_NAME.search(name.upper())
+    }
+
+
+def variants(value: str) -> set[str]:
+    """Every form of ``value`` that :func:`redact` removes."""
+    forms = {value}
+    for prefix in _PREFIXES:
+        if value.startswith(prefix) and len(value) - len(prefix) >= _MIN_LENGTH:
+            forms.add(value[len(prefix) :])
+            break
+    for raw in (value, ":" + value, value + ":"):
+        data = raw.encode()
+        for encoded in (base64.b64encode(data), base64.urlsafe_b64encode(data)):
+            text = encoded.decode()
+            forms.add(text)
+            forms.add(text.rstrip("="))
+    return {form for form in forms if len(form) >= _MIN_LENGTH}
+
+
+def _pattern() -> re.Pattern[str] | None:
+    global _cache, _env_seen
+    with _lock:
+        now = time.monotonic()
+        if now - _env_seen[0] > _ENV_REFRESH:
+            _env_seen = (now, frozenset(_env_secrets()))
+        secrets = _env_seen[1] | _registered
+        if secrets == _cache[0]:
+            return _cache[1]
+        forms: set[str] = set()
+        for value in secrets:
+            forms |= variants(value)
+        ordered = sorted(forms, key=len, reverse=True)
+        compiled = re.compile("|".join(map(re.escape, ordered))) if ordered else None
+        _cache = (secrets, compiled)
+        return compiled
+
+
+def redact(text: str) -> str:
+    """``text`` with every known credential (in any of its forms) replaced by ``[redacted]``."""
+    if not text:
+        return text
+    pattern = _pattern()
+    if pattern is not None:
+        text = pattern.sub(REDACTED, text)
+    return _KEY_LIKE.sub(REDACTED, text)
+
+
+def contains_secret(text: str) -> bool:
+    """Whether ``text`` holds a known credential in any of its forms."""
+    pattern = _pattern()
+    return bool(pattern is not None and pattern.search(text))
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts credentials from a record's message and traceback."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """Render the record's message redacted (arguments included); keep the record."""
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: leave it to logging's own error handling
+            return True
+        record.msg = redact(message)
+        record.args = None
+        if record.exc_info and record.exc_info[1] is not None and not record.exc_text:
+            record.exc_text = redact(logging.Formatter().formatException(record.exc_info))
+        elif record.exc_text:
+            record.exc_text = redact(record.exc_text)
+        return True
+
+
+def install_log_filter(logger_name: str = "fxtr") -> None:
+    """Redact credentials from every record of ``logger_name`` (idempotent)."""
+    logger = logging.getLogger(logger_name)
+    if not any(isinstance(f, RedactingFilter) for f in logger.filters):
+        logger.addFilter(RedactingFilter())

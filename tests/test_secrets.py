@@ -1,0 +1,76 @@
+"""Credentials are redacted in every form they travel in (issue 15 item 9)."""
+
+from __future__ import annotations
+
+import base64
+import logging
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from fxtr import secrets
+
+KEY = "sk-proj-Zq8v3LmN0pQrStUvWxYz1234567890abcd"
+
+
+@pytest.fixture
+def key_in_env(monkeypatch: pytest.MonkeyPatch) -> str:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    secrets._env_seen = (-1.0, frozenset())
+    return KEY
+
+
+def test_every_form_of_an_environment_key_is_redacted(key_in_env: str) -> None:
+    bare = KEY.removeprefix("sk-proj-")
+    b64 = base64.b64encode(KEY.encode()).decode()
+    basic = base64.b64encode(f":{KEY}".encode()).decode()
+    url = base64.urlsafe_b64encode(KEY.encode()).decode().rstrip("=")
+    text = f"key {KEY}; bare {bare}; b64 {b64}; basic {basic}; url {url}; end"
+    out = secrets.redact(text)
+    for form in (KEY, bare, b64, basic, url):
+        assert form not in out
+    assert out.startswith("key [redacted]; bare [redacted]; b64 [redacted]")
+    assert out.endswith("; end")
+    assert not secrets.contains_secret(out)
+
+
+def test_registered_values_are_redacted_and_short_values_are_not() -> None:
+    secrets.register("anthropic-custom-credential-9f8e7d")
+    secrets.register("short")
+    assert secrets.redact("x anthropic-custom-credential-9f8e7d y") == "x [redacted] y"
+    assert secrets.redact("a short word") == "a short word"
+
+
+def test_names_that_do_not_hold_secrets_are_left_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FXTR_DEMO_OUTAGE", "a-value-that-is-not-secret")
+    secrets._env_seen = (-1.0, frozenset())
+    assert "a-value-that-is-not-secret" in secrets.redact("a-value-that-is-not-secret")
+
+
+def test_key_shaped_text_and_bearer_tokens(key_in_env: str) -> None:
+    assert secrets.redact("Authorization: Bearer abc.def.ghi") == "Authorization: [redacted]"
+    assert secrets.redact("other sk-ant-api03-QQQQQQQQQQ key") == "other [redacted] key"
+
+
+def test_log_records_are_redacted(key_in_env: str, caplog: pytest.LogCaptureFixture) -> None:
+    secrets.install_log_filter("fxtr.test-secrets")
+    secrets.install_log_filter("fxtr.test-secrets")
+    logger = logging.getLogger("fxtr.test-secrets")
+    assert sum(isinstance(f, secrets.RedactingFilter) for f in logger.filters) == 1
+    with caplog.at_level(logging.INFO, logger="fxtr.test-secrets"):
+        try:
+            raise RuntimeError(f"401 for {KEY}")
+        except RuntimeError:
+            logger.exception("call failed with key %s", KEY)
+    text = caplog.text
+    assert KEY not in text
+    assert "call failed with key [redacted]" in text
+
+
+@given(st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=60))
+def test_redaction_removes_the_key_wherever_it_stands(filler: str) -> None:
+    secrets.register(KEY)
+    out = secrets.redact(filler + KEY + filler)
+    assert KEY not in out
+    assert not secrets.contains_secret(out)
