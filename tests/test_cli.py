@@ -151,3 +151,56 @@ def test_help_everywhere():
             [sys.executable, "-m", "fxtr.cli", *args, "--help"], capture_output=True, text=True
         )
         assert out.returncode == 0 and "usage: fxtr" in out.stdout
+
+
+def _fake_jobs(store, ids_and_times, evaluation=None):
+    """Job records with chosen ids and creation times (written the way launch writes them)."""
+    for job_id, created in ids_and_times:
+        record = {"job_id": job_id, "workflow": "wf", "created_at": created, "attempts": []}
+        if evaluation and job_id in evaluation:
+            record["evaluation"] = {"eval": evaluation[job_id]}
+        store.put_job(record)
+
+
+def test_resolve_job_by_id_prefix_and_latest(tmp_path):
+    """A full id, a unique prefix and `latest` (optionally of one eval) name one job."""
+    from fxtr.report import resolve_job
+    from fxtr.store import open_store
+
+    store = open_store(tmp_path / "s")
+    _fake_jobs(
+        store,
+        [("abc111", 100.0), ("abc222", 300.0), ("abd333", 200.0), ("abc", 50.0)],
+        evaluation={"abd333": "evals/t.py::t", "abc": "evals/t.py::t"},
+    )
+    assert resolve_job(store, "abc111") == "abc111"
+    assert resolve_job(store, "abc") == "abc"  # a full id wins over being a prefix
+    assert resolve_job(store, "abc2") == "abc222"
+    assert resolve_job(store, "abd") == "abd333"
+    assert resolve_job(store, "latest") == "abc222"
+    assert resolve_job(store, "latest", eval_key="evals/t.py::t") == "abd333"
+    with pytest.raises(KeyError) as ambiguous:
+        resolve_job(store, "ab")
+    message = ambiguous.value.args[0]
+    assert "ambiguous" in message and "4 jobs start with it" in message
+    assert message.index("abc222") < message.index("abd333") < message.index("abc111")
+    with pytest.raises(KeyError) as missing:
+        resolve_job(store, "zzz")
+    assert "No job 'zzz'" in missing.value.args[0] and "`fxtr jobs`" in missing.value.args[0]
+    with pytest.raises(KeyError) as none_of_eval:
+        resolve_job(store, "latest", eval_key="evals/other.py::t")
+    assert "of eval 'evals/other.py::t'" in none_of_eval.value.args[0]
+
+
+def test_find_store_walks_up_from_a_subfolder(tmp_path):
+    """The nearest `.fxtr` upwards is found; none is None."""
+    from fxtr.report import find_store
+
+    (tmp_path / "proj" / ".fxtr").mkdir(parents=True)
+    deep = tmp_path / "proj" / "a" / "b"
+    deep.mkdir(parents=True)
+    assert find_store(deep) == tmp_path / "proj" / ".fxtr"
+    (deep / ".fxtr").mkdir()
+    assert find_store(deep) == deep / ".fxtr"
+    if not any((p / ".fxtr").exists() for p in tmp_path.parents):
+        assert find_store(tmp_path) is None

@@ -4,6 +4,7 @@ What the pytest summary, the ``--fxtr-report`` JSON, the ``fxtr`` command and th
 is computed here once, from the store alone.
 """
 
+from fxtr.report._names import find_store, job_records, newest_first, resolve_job
 from fxtr.report._views import (
     JobView,
     cost_of_invocations,
@@ -20,12 +21,16 @@ from fxtr.report._views import (
 __all__ = [
     "JobView",
     "cost_of_invocations",
+    "find_store",
     "format_usd",
     "invocation_detail",
+    "job_records",
     "job_report",
     "job_row",
     "load_job",
+    "newest_first",
     "operation_graph",
     "render_value",
+    "resolve_job",
     "task_view",
 ]

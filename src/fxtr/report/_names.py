@@ -1,0 +1,126 @@
+"""Naming jobs and finding the store: what ``fxtr``, the viewer and the plugin accept as a JOB.
+
+A job is named by its full id, a unique prefix of it, or ``latest`` (the newest job, by the
+time it was created). Listing costs one read per job record, never a scan of the cache.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from fxtr.store import Store
+
+log = logging.getLogger("fxtr.report")
+
+STORE_DIR = ".fxtr"
+"""The name of the store directory that ``find_store`` looks for."""
+LATEST = "latest"
+"""The job name that means the newest job."""
+MAX_CANDIDATES = 10
+"""Candidates listed when a prefix is ambiguous; the rest are counted."""
+
+
+def find_store(start: str | os.PathLike[str] = ".") -> Path | None:
+    """The nearest ``.fxtr`` directory in ``start`` or one of its parents.
+
+    Args:
+        start: where to begin looking (default: the working directory).
+
+    Returns:
+        The store's path, or ``None`` when no folder up to the file system's root has one.
+    """
+    here = Path(start).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / STORE_DIR
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def job_records(store: Store) -> Iterator[dict[str, Any]]:
+    """Every readable job record; a damaged one is skipped with a warning, not raised."""
+    try:
+        for record in store.iter_jobs():
+            if isinstance(record, dict) and isinstance(record.get("job_id"), str):
+                yield record
+            else:
+                log.warning("skipped a job record without a job id in %s", store.path)
+    except (ValueError, TypeError, KeyError) as exc:  # a damaged record ends the store's scan
+        log.warning("stopped reading job records in %s at a damaged one: %s", store.path, exc)
+
+
+def created_at(record: dict[str, Any]) -> float:
+    """When a job was created (0 when the record does not say)."""
+    value = record.get("created_at")
+    return float(value) if isinstance(value, int | float) else 0.0
+
+
+def newest_first(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Job records ordered newest first (ties by id, so the order is stable)."""
+    return sorted(records, key=lambda r: (created_at(r), r["job_id"]), reverse=True)
+
+
+def eval_of(record: dict[str, Any]) -> str | None:
+    """The eval a job ran for (``evaluation.eval`` of its record), if any."""
+    evaluation = record.get("evaluation")
+    if isinstance(evaluation, dict) and isinstance(evaluation.get("eval"), str):
+        return str(evaluation["eval"])
+    return None
+
+
+def _describe(record: dict[str, Any]) -> str:
+    when = created_at(record)
+    stamp = dt.datetime.fromtimestamp(when).isoformat(timespec="seconds") if when else "?"
+    return f"{record['job_id']} ({record.get('workflow') or '?'}, {stamp})"
+
+
+def resolve_job(store: Store, ref: str, *, eval_key: str | None = None) -> str:
+    """The id of the job that ``ref`` names: a full id, a unique prefix, or ``latest``.
+
+    Args:
+        store: the store holding the jobs.
+        ref: the name given by the user.
+        eval_key: with ``latest``, the newest job of this eval (``evaluation.eval`` of the
+            record, e.g. ``evals/test_qa.py::test_qa``) instead of the newest job.
+
+    Returns:
+        The full job id.
+
+    Raises:
+        KeyError: no job matches (naming the ref and how to list jobs), or a prefix matches
+            several jobs (listing the candidates).
+    """
+    where = f"the store at {store.path}"
+    if ref == LATEST:
+        records = [r for r in job_records(store) if eval_key is None or eval_of(r) == eval_key]
+        if not records:
+            of = f" of eval {eval_key!r}" if eval_key is not None else ""
+            msg = f"No job{of} in {where}, so 'latest' names nothing. Run a job first."
+            raise KeyError(msg)
+        return str(newest_first(records)[0]["job_id"])
+    if not ref:
+        msg = f"An empty job name matches nothing in {where}. `fxtr jobs` lists the jobs."
+        raise KeyError(msg)
+    if store.has_job(ref):
+        return ref
+    matches = newest_first([r for r in job_records(store) if r["job_id"].startswith(ref)])
+    if len(matches) == 1:
+        return str(matches[0]["job_id"])
+    if not matches:
+        msg = (
+            f"No job {ref!r} in {where}: no job id starts with it. `fxtr jobs` lists the jobs "
+            "(a full id, a unique prefix or 'latest' names one)."
+        )
+        raise KeyError(msg)
+    listed = ", ".join(_describe(r) for r in matches[:MAX_CANDIDATES])
+    more = f" and {len(matches) - MAX_CANDIDATES} more" if len(matches) > MAX_CANDIDATES else ""
+    msg = (
+        f"Job name {ref!r} is ambiguous in {where}: {len(matches)} jobs start with it: "
+        f"{listed}{more}. Give more characters of the id."
+    )
+    raise KeyError(msg)
