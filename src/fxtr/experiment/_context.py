@@ -24,7 +24,6 @@ R = TypeVar("R")
 log = logging.getLogger("fxtr")
 
 
-
 class _Entities:
     """Entity storage, the same for workflow and step bodies."""
 
@@ -43,10 +42,11 @@ class _Entities:
 class WorkflowContext(_Entities):
     """What a workflow body schedules with: steps, child workflows, sources, entities, logs."""
 
-    def __init__(self, run: Run, record: WorkflowRun) -> None:
+    def __init__(self, run: Run, record: WorkflowRun, sample: int | None = None) -> None:
         self._run = run
         self._record = record
         self._names: set[str] = set()
+        self._sample = sample
 
     @property
     def address(self) -> str:
@@ -62,6 +62,11 @@ class WorkflowContext(_Entities):
     def job_id(self) -> str:
         """The job this invocation belongs to."""
         return self._run.job_id
+
+    @property
+    def sample(self) -> int | None:
+        """The sample index of this workflow invocation (``None`` when it is not sampled)."""
+        return self._sample
 
     def _child_address(self, name: str) -> str:
         if not isinstance(name, str) or not name or any(c in name for c in "/[]"):
@@ -85,6 +90,8 @@ class WorkflowContext(_Entities):
         step: StepDefinition[..., Any],
         inputs: Mapping[str, Any],
         map_over: Sequence[str] = (),
+        *,
+        samples: int | None = None,
     ) -> ArrayHandle[Any]:
         """Schedule a step and return a handle to its result at once.
 
@@ -94,17 +101,22 @@ class WorkflowContext(_Entities):
             inputs: per parameter, a handle, an ``Array`` or a plain value (a scalar).
             map_over: run the step once per combination of keys of these dimensions;
                 inputs without them are broadcast.
+            samples: run every mapped cell this many times (an int >= 1, e.g. a workflow's
+                ``samples: int`` parameter). The handle gets a trailing dimension
+                ``sample: int`` with keys ``0..samples-1``; each sample has its own address
+                (``...[model=a,sample=3]``) and ``StepContext.sample`` is its index.
 
         Returns:
             A handle whose dimensions are ``map_over`` followed by the step's own result
-            dimensions.
+            dimensions (and ``sample`` last when sampled).
 
         Raises:
-            SignatureError: an input is missing, unknown, or of the wrong type or dimensions.
-            ValueError: ``name`` was already scheduled in this invocation.
+            SignatureError: an input is missing, unknown, or of the wrong type or dimensions;
+                or ``samples`` is given for inputs that already carry a ``sample`` dimension.
+            ValueError: ``name`` was already scheduled in this invocation, or ``samples < 1``.
         """
         __tracebackhide__ = True
-        handle = self._run.schedule(self, name, step, inputs, map_over, "step")
+        handle = self._run.schedule(self, name, step, inputs, map_over, "step", samples)
         assert handle is not None
         return handle
 
@@ -114,10 +126,16 @@ class WorkflowContext(_Entities):
         workflow: WorkflowDefinition[..., Any],
         inputs: Mapping[str, Any],
         map_over: Sequence[str] = (),
+        *,
+        samples: int | None = None,
     ) -> ArrayHandle[Any] | None:
-        """Schedule a child workflow; like ``run_step``. Its body runs when scheduled."""
+        """Schedule a child workflow; like ``run_step``. Its body runs when scheduled.
+
+        With ``samples``, the body runs once per mapped cell and sample; steps it schedules
+        without samples of their own see that index as ``StepContext.sample``.
+        """
         __tracebackhide__ = True
-        return self._run.schedule(self, name, workflow, inputs, map_over, "workflow")
+        return self._run.schedule(self, name, workflow, inputs, map_over, "workflow", samples)
 
     def add_source_array(self, name: str, array: Array[Any]) -> ArrayHandle[Any]:
         """Bring fixed data into the graph as a handle (recorded under ``name``)."""
@@ -237,10 +255,26 @@ class WorkflowContext(_Entities):
 class StepContext(_Entities):
     """What a step body receives: its address, entity storage and a log."""
 
-    def __init__(self, run: Run, step: StepDefinition[..., Any], invocation: Invocation) -> None:
+    def __init__(
+        self,
+        run: Run,
+        step: StepDefinition[..., Any],
+        invocation: Invocation,
+        sample: int | None = None,
+    ) -> None:
         self._run = run
         self._step = step
         self._invocation = invocation
+        self._sample = sample
+
+    @property
+    def sample(self) -> int | None:
+        """The sample index of this invocation, for seeds (``None`` when not sampled).
+
+        Set by ``run_step(..., samples=K)`` (``0..K-1``), or inherited from a sampled child
+        workflow that scheduled this step.
+        """
+        return self._sample
 
     @property
     def cache_key(self) -> str:

@@ -56,6 +56,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("fxtr")
 
 Mode = Literal["live", "verify"]
+SAMPLE = "sample"
+"""The dimension ``samples=K`` adds: ``sample: int`` with keys ``0..K-1``."""
+SAMPLE_DIM = Dim(SAMPLE, int)
 _KEY_SAFE = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-.:@+")
 
 
@@ -146,10 +149,42 @@ class Binding:
         """Positions in the node's dims of the dimensions the parameter keeps, in its order."""
 
 
+class Operation:
+    """One scheduled operation: where it is, what feeds it, and how it expands."""
+
+    __slots__ = ("address", "bindings", "inherited", "map_over", "samples")
+
+    def __init__(
+        self,
+        address: str,
+        bindings: list[Binding],
+        map_over: list[str],
+        samples: int | None,
+        inherited: int | None,
+    ) -> None:
+        self.address = address
+        self.bindings = bindings
+        self.map_over = map_over
+        self.samples = samples
+        """``samples=K`` of ``run_step``/``run_child_workflow``, or None."""
+        self.inherited = inherited
+        """The sample index of the workflow invocation that scheduled it, if sampled."""
+
+    def expand(self, keylists: list[tuple[Any, ...]]) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """The dimensions and key lists an operation's invocations range over (sample last)."""
+        if self.samples is None:
+            return self.map_over, keylists
+        return [*self.map_over, SAMPLE], [*keylists, tuple(range(self.samples))]
+
+    def sample_of(self, combo: tuple[Any, ...]) -> int | None:
+        """The sample index an invocation at ``combo`` sees."""
+        return combo[-1] if self.samples is not None else self.inherited  # type: ignore[no-any-return]
+
+
 class Plan:
     """One invocation an operation expands into, before it is resolved."""
 
-    __slots__ = ("address", "fingerprint", "fps", "kwargs", "skip")
+    __slots__ = ("address", "fingerprint", "fps", "kwargs", "sample", "skip")
 
     def __init__(
         self,
@@ -158,6 +193,7 @@ class Plan:
         fps: dict[str, str],
         fingerprint: str | None,
         skip: str | None = None,
+        sample: int | None = None,
     ) -> None:
         self.address = address
         self.kwargs = kwargs
@@ -166,6 +202,7 @@ class Plan:
         self.fingerprint = fingerprint
         self.skip = skip
         """Why it cannot run (an input failed, or cannot be encoded)."""
+        self.sample = sample
 
 
 def _describe_node(node: Node) -> str:
@@ -500,6 +537,7 @@ class Run:
         inputs: Mapping[str, Any],
         map_over: Sequence[str],
         kind: Literal["step", "workflow"],
+        samples: int | None = None,
     ) -> ArrayHandle[Any] | None:
         """Check an operation against its callee, record it, and start it; its handle."""
         from fxtr.experiment._definition import StepDefinition, WorkflowDefinition
@@ -513,6 +551,7 @@ class Run:
             msg = f"{where}: {callee!r} is not a @workflow; use run_step for steps."
             raise SignatureError(msg)
         map_over = list(map_over)
+        samples = _check_samples(where, samples, inputs)
         bindings, mapped, concrete = self.bind(
             where,
             f"{kind.capitalize()} {callee.name!r}",
@@ -522,7 +561,10 @@ class Run:
             concrete_ok=kind == "workflow",
         )
         result = callee.signature.result
-        dims = _result_dims(where, mapped, result.dims if result else ())
+        own_dims = result.dims if result else ()
+        dims = _result_dims(where, mapped, own_dims)
+        if samples is not None:
+            dims = _result_dims(where, dims, (SAMPLE_DIM,))
         value_type = result.value_type if result else Any
         if kind == "step" and is_entity_type(value_type):
             value_type = BoundID[value_type]  # type: ignore[valid-type]
@@ -530,21 +572,22 @@ class Run:
         labels.update(
             {k: "value:" + fingerprint_text(encode_text(v))[:16] for k, v in concrete.items()}
         )
-        self.record_op(
-            ctx._record,
-            {
-                "name": name,
-                "kind": kind,
-                "callee": callee.name,
-                "inputs": labels,
-                "map_over": map_over,
-            },
-        )
+        desc: dict[str, Any] = {
+            "name": name,
+            "kind": kind,
+            "callee": callee.name,
+            "inputs": labels,
+            "map_over": map_over,
+        }
+        if samples is not None:
+            desc["samples"] = samples
+        self.record_op(ctx._record, desc)
         node = Node(self, dims, value_type, address, f"{kind} {callee.name!r}")
+        op = Operation(address, bindings, map_over, samples, ctx.sample)
         if kind == "step":
-            self.spawn(self._step_op(address, callee, bindings, map_over, node))
+            self.spawn(self._step_op(op, callee, node))
             return make_handle(node)
-        self.spawn(self._workflow_op(address, callee, bindings, concrete, map_over, node))
+        self.spawn(self._workflow_op(op, callee, concrete, node))
         return make_handle(node) if result is not None else None
 
     def add_source(self, ctx: WorkflowContext, name: str, array: Array[Any]) -> ArrayHandle[Any]:
@@ -569,14 +612,18 @@ class Run:
     # workflow bodies ------------------------------------------------------------------
 
     async def run_body(
-        self, wf: WorkflowDefinition[..., Any], address: str, kwargs: dict[str, Any]
+        self,
+        wf: WorkflowDefinition[..., Any],
+        address: str,
+        kwargs: dict[str, Any],
+        sample: int | None = None,
     ) -> Node | None:
         """Run a workflow body; its returned handle's node, or None when it was skipped."""
         from fxtr.experiment._context import WorkflowContext
 
         record = WorkflowRun(address, wf.name, started_at=time.time())
         self.workflows[address] = record
-        ctx = WorkflowContext(self, record)
+        ctx = WorkflowContext(self, record, sample)
         token = hermetic.watching.set(record.warnings if self.hermetic else None)
         try:
             result = await wf.fn(ctx, **kwargs)
@@ -618,18 +665,17 @@ class Run:
 
     async def _workflow_op(
         self,
-        address: str,
+        op: Operation,
         wf: WorkflowDefinition[..., Any],
-        bindings: list[Binding],
         concrete: dict[str, Any],
-        map_over: list[str],
         node: Node,
     ) -> None:
+        address, bindings = op.address, op.bindings
         result = wf.signature.result
         result_dims = result.dims if result else ()
-        if not map_over:
+        if not op.map_over and op.samples is None:
             kwargs = {b.param.name: make_handle(b.node) for b in bindings}
-            child = await self.run_body(wf, address, {**kwargs, **concrete})
+            child = await self.run_body(wf, address, {**kwargs, **concrete}, op.inherited)
             node.future.set_result(await self._forward(child, address, wf.name, node.dims))
             return
         values = [await b.node.future for b in bindings]
@@ -637,7 +683,8 @@ class Run:
         if cause is not None:
             node.future.set_result(Value(None, cause=cause))
             return
-        keylists = self._align(address, bindings, values, map_over)
+        keylists = self._align(address, bindings, values, op.map_over) if op.map_over else []
+        map_over, keylists = op.expand(keylists)
         combos = list(itertools.product(*keylists))
         slices = [self._slicer(b, v) for b, v in zip(bindings, values, strict=True)]
 
@@ -661,7 +708,7 @@ class Run:
                     Value(array, missing_cells),
                 )
                 kwargs[b.param.name] = make_handle(child)
-            body_node = await self.run_body(wf, child_address, kwargs)
+            body_node = await self.run_body(wf, child_address, kwargs, op.sample_of(combo))
             value = await self._forward(body_node, child_address, wf.name, tuple(result_dims))
             if result_dims or value.cause is not None or value.array is None:
                 return value
@@ -671,7 +718,15 @@ class Run:
 
         outcomes = await asyncio.gather(*(one(c) for c in combos))
         node.future.set_result(
-            _assemble(address, node, combos, result_dims, outcomes, label=f"workflow {wf.name!r}")
+            _assemble(
+                address,
+                node,
+                combos,
+                result_dims,
+                outcomes,
+                f"workflow {wf.name!r}",
+                sampled=op.samples is not None,
+            )
         )
 
     async def _forward(
@@ -681,10 +736,7 @@ class Run:
             record = self.workflows.get(address)
             why = record.error if record else "it did not return"
             return Value(None, cause=f"workflow {wf_name!r} at {address!r} was skipped ({why})")
-        value = await child.future
-        if value.array is not None and value.array.dims != tuple(d.name for d in dims):
-            value = Value(value.array.transpose([d.name for d in dims]), value.missing, value.cause)
-        return value
+        return _transposed(await child.future, dims)
 
     # step operations ------------------------------------------------------------------
 
@@ -769,14 +821,8 @@ class Run:
 
         return get, missing_of
 
-    async def _step_op(
-        self,
-        address: str,
-        step: StepDefinition[..., Any],
-        bindings: list[Binding],
-        map_over: list[str],
-        node: Node,
-    ) -> None:
+    async def _step_op(self, op: Operation, step: StepDefinition[..., Any], node: Node) -> None:
+        address, bindings = op.address, op.bindings
         values = [await b.node.future for b in bindings]
         result_param = step.signature.result
         assert result_param is not None
@@ -784,7 +830,8 @@ class Run:
         if cause is not None:
             node.future.set_result(Value(None, cause=cause))
             return
-        keylists = self._align(address, bindings, values, map_over) if map_over else []
+        keylists = self._align(address, bindings, values, op.map_over) if op.map_over else []
+        map_over, keylists = op.expand(keylists)
         combos = list(itertools.product(*keylists))
         slices = [self._slicer(b, v) for b, v in zip(bindings, values, strict=True)]
         base_hash = hashlib.sha256(f"{step.name}\0{step.version!r}\0{step.source_hash}".encode())
@@ -826,18 +873,27 @@ class Run:
             if skip is not None:
                 plans.append(Plan(inv_address, {}, {}, None, skip))
                 continue
+            sample = op.sample_of(combo)
             if verify:
                 fingerprint = None
             else:
                 h = base_hash.copy()
                 for name in names:
                     h.update(f"\0{name}={fps[name]}".encode())
+                if sample is not None:  # a sample's index is an input (steps seed from it)
+                    h.update(f"\0#sample={sample}".encode())
                 fingerprint = h.hexdigest()
-            plans.append(Plan(inv_address, kwargs, fps, fingerprint))
+            plans.append(Plan(inv_address, kwargs, fps, fingerprint, sample=sample))
         outcomes = await self._resolve(step, plans, bindings)
         node.future.set_result(
             _assemble(
-                address, node, combos, result_param.dims, outcomes, label=f"step {step.name!r}"
+                address,
+                node,
+                combos,
+                result_param.dims,
+                outcomes,
+                f"step {step.name!r}",
+                sampled=op.samples is not None,
             )
         )
 
@@ -1088,7 +1144,7 @@ class Run:
                     await step_sem.acquire()
                 try:
                     inv.started_at = time.time()
-                    ctx = StepContext(self, step, inv)
+                    ctx = StepContext(self, step, inv, plan.sample)
                     value = await self._call(step, ctx, kwargs, bindings)
                 finally:
                     if step_sem is not None:
@@ -1320,6 +1376,39 @@ def _key_suffix(map_over: Sequence[str], combo: tuple[Any, ...]) -> str:
     )
 
 
+def _check_samples(where: str, samples: Any, inputs: Mapping[str, Any]) -> int | None:
+    """``samples=`` as given to ``run_step``/``run_child_workflow``, checked."""
+    if samples is None:
+        return None
+    if isinstance(samples, ArrayHandle):
+        msg = (
+            f"{where}: samples= takes an int, got a handle. Declare the workflow parameter as "
+            "a plain value ('samples: int') and pass it."
+        )
+        raise SignatureError(msg)
+    if isinstance(samples, bool) or not isinstance(samples, int):
+        msg = f"{where}: samples= must be an int >= 1, got {type(samples).__name__} {samples!r}."
+        raise SignatureError(msg)
+    if samples < 1:
+        msg = f"{where}: samples= must be at least 1, got {samples}."
+        raise ValueError(msg)
+    for name, value in inputs.items() if isinstance(inputs, Mapping) else ():
+        if isinstance(value, ArrayHandle):
+            dims, shown = value._node.dims, _describe_node(value._node)
+        elif isinstance(value, Array):
+            dims, shown = value.dim_specs, f"an Array with dims {format_dims(value.dim_specs)}"
+        else:
+            continue
+        if any(d.name == SAMPLE for d in dims):
+            msg = (
+                f"{where}: input {name!r} already has a dimension 'sample' ({shown}), so "
+                "samples= would sample samples. Map over 'sample' instead "
+                "(map_over=[..., 'sample']) and leave out samples=."
+            )
+            raise SignatureError(msg)
+    return samples
+
+
 def _result_dims(where: str, mapped: tuple[Dim, ...], own: tuple[Dim, ...]) -> tuple[Dim, ...]:
     clash = {d.name for d in mapped} & {d.name for d in own}
     if clash:
@@ -1338,9 +1427,41 @@ def _assemble(
     own_dims: tuple[Dim, ...],
     outcomes: list[Value],
     label: str,
+    sampled: bool = False,
 ) -> Value:
-    """The operation's result: mapped keys, then the callee's own result dimensions."""
-    mapped_n = len(node.dims) - len(own_dims)
+    """The operation's result: mapped keys (and ``sample``), then the callee's own dims.
+
+    A sampled operation's ``sample`` dimension comes last in its node; invocations range
+    over it with the mapped keys, so the cells are put together with it there and moved.
+    """
+    if own_dims and sampled:
+        inner = (*node.dims[: -1 - len(own_dims)], SAMPLE_DIM, *own_dims)
+        value = _assemble_cells(address, inner, node.value_type, combos, own_dims, outcomes, label)
+        return _transposed(value, node.dims)
+    return _assemble_cells(address, node.dims, node.value_type, combos, own_dims, outcomes, label)
+
+
+def _transposed(value: Value, dims: tuple[Dim, ...]) -> Value:
+    """``value`` with its array's dimensions in the order of ``dims`` (missing cells too)."""
+    array = value.array
+    names = [d.name for d in dims]
+    if array is None or list(array.dims) == names:
+        return value
+    order = [list(array.dims).index(n) for n in names]
+    missing = {tuple(k[i] for i in order): c for k, c in value.missing.items()}
+    return Value(array.transpose(names), missing, value.cause)
+
+
+def _assemble_cells(
+    address: str,
+    dims: tuple[Dim, ...],
+    value_type: Any,
+    combos: list[tuple[Any, ...]],
+    own_dims: tuple[Dim, ...],
+    outcomes: list[Value],
+    label: str,
+) -> Value:
+    mapped_n = len(dims) - len(own_dims)
     if not own_dims:
         cells: dict[tuple[Any, ...], Any] = {}
         missing: dict[tuple[Any, ...], str] = {}
@@ -1351,7 +1472,7 @@ def _assemble(
             else:
                 cells[combo] = v.array
         keys = _mapped_keys(combos, mapped_n)
-        return Value(Array(node.dims, keys, cells, node.value_type), missing)
+        return Value(Array(dims, keys, cells, value_type), missing)
     own_keys: tuple[tuple[Any, ...], ...] | None = None
     for v in outcomes:
         if v.cause is None and v.array is not None:
@@ -1382,7 +1503,7 @@ def _assemble(
                     missing[key] = v.missing[own]
     keys = _mapped_keys(combos, mapped_n) + own_keys
     ordered = {k: cells[k] for k in itertools.product(*keys)}
-    return Value(Array(node.dims, keys, ordered, node.value_type), missing)
+    return Value(Array(dims, keys, ordered, value_type), missing)
 
 
 def _mapped_keys(combos: list[tuple[Any, ...]], n: int) -> tuple[tuple[Any, ...], ...]:

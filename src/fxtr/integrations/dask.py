@@ -100,6 +100,7 @@ class _RemoteContext:
         self.step_name = meta["step"]
         self.attempt = meta["attempt"]
         self.job_id = meta["job_id"]
+        self.sample = meta.get("sample")
         self._invocation = invocation
         self.entities: dict[str, str] = {}
 
@@ -179,10 +180,10 @@ def run_on_worker(
     ref: dict[str, Any], blob: bytes, kwargs_text: str, meta: dict[str, Any]
 ) -> dict[str, Any]:
     """Run one step invocation on a worker thread; the outcome comes back as data."""
-    from fxtr.tracing._recorder import current_invocation
     from fxtr.experiment._records import Invocation
     from fxtr.models import _api
-    from fxtr.tracing._classify import failure_category
+    from fxtr.models._classify import failure_category
+    from fxtr.tracing._recorder import current_invocation
 
     invocation = Invocation(meta["address"], meta["step"])
     started = time.time()
@@ -208,7 +209,7 @@ def run_on_worker(
         value = asyncio.run(body())
         result_text = encode_text(value)
     except BaseException as exc:  # every outcome goes back as data
-        from fxtr.tracing._classify import _body_of, _status_of
+        from fxtr.models._classify import _body_of, _status_of
 
         failure = getattr(exc, "failure", None)
         status = _status_of(exc)
@@ -361,6 +362,7 @@ class DaskExecutor:
             "step": step.name,
             "attempt": context.attempt,
             "job_id": context.job_id,
+            "sample": context.sample,
             "timeout": step.timeout,
             "provider_limits": self.provider_limits,
         }
