@@ -3,19 +3,37 @@
 Two steps, both rules a reader can audit:
 
 1. ``failure_category(error)``: the finer provider category (``rate_limit``, ``quota``,
-   ``billing``, ``overloaded``, ...), read from a ``ModelCallFailure``, an HTTP status and the
-   JSON body's ``code``/``type``/``message`` (``httpx.HTTPStatusError``, or any SDK-style
-   error with ``status_code`` and ``body``), or httpx's transport errors. ``None`` for an
-   error that carries none of these: user code that raised.
+   ``billing``, ``overloaded``, ...), read from a ``ModelCallFailure``, an HTTP status, the
+   body's structured code fields and its message text (``httpx.HTTPStatusError``, any
+   SDK-style error with ``status_code`` and ``body``, a botocore ``ClientError``), or httpx's
+   transport errors. ``None`` for an error that carries none of these: user code that raised.
 2. ``classify(error)``: the reason, from the category by ``REASON_OF_CATEGORY``. An error
    that carries no provider information (user code that raised, httpx transport errors
    included) is ``tool_error``; its category (``timeout``, ``connection``) is still kept.
+
+``category_from_http(status, body)`` decides in this order, the first rule that fires wins:
+
+1. the status says budget: every 429 (rate_limit, or quota/billing when the body says so)
+   and every 402 (billing, or quota);
+2. the body's structured fields (``code``, ``type``, ``status``, ``__type``, ``reason``,
+   ``finish_reason``, an ``x-amzn-ErrorType`` header, an event-stream exception key):
+   content filter, context overflow, billing, quota, rate limit, overload, timeout;
+3. a 413 with nothing above is ``payload_too_large``;
+4. the message text, in any of the languages below: output cap (``max_tokens`` over what the
+   model can produce), context overflow, content filter, billing, quota, rate limit (not on a
+   5xx), overload;
+5. the status alone (``STATUS_CATEGORY``).
+
+Numbers quoted inside a body ("error code 429 returned by upstream") are never read as a
+status, except where the body is all there is (a 200 stream event, or no status): there an
+embedded ``code``/``status`` between 400 and 599 stands in for the missing one.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from typing import Any
 
 REASONS = ("context_overflow", "budget", "tool_error", "stall", "refusal", "unknown")
@@ -29,60 +47,6 @@ REASON_OF_CATEGORY: dict[str, str] = {
     "content_filter": "refusal",
 }
 """Categories that map to a reason other than ``unknown`` (every other category)."""
-
-# Signals read from the body's code, type and message (lower-cased), checked in this order;
-# the first that matches decides. Status codes come after, in STATUS_CATEGORY.
-SIGNAL_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    # asking for more output than the model can give is not a context overflow
-    (
-        "output_limit",
-        re.compile(
-            r"max_(completion_|output_)?tokens.{0,60}(too large|exceeds|greater than|>|"
-            r"maximum allowed|not valid|above maximum)|"
-            r"maximum (allowed )?number of (output|completion) tokens|"
-            r"supports at most \d+ (output|completion) tokens"
-        ),
-    ),
-    (
-        "context_overflow",
-        re.compile(
-            r"context_length_exceeded|context length|context window|prompt is too long|"
-            r"input is too long|too many (input )?tokens|"
-            r"reduce the length of the (messages|prompt)|"
-            r"exceeds? the (model'?s? )?(maximum )?(context|token limit)|"
-            r"request_too_large_for_model|"
-            r"maximum context"
-        ),
-    ),
-    (
-        "content_filter",
-        re.compile(
-            r"content_filter|content_policy_violation|content management policy|"
-            r"responsibleaipolicyviolation|moderation|flagged|safety system|"
-            r"violat\w* (our|the) (usage|content) polic"
-        ),
-    ),
-    (
-        "quota",
-        re.compile(
-            r"insufficient_quota|exceeded your current quota|quota exceeded|quota_exceeded|"
-            r"servicequotaexceeded|resource_exhausted|resource has been exhausted|out of quota"
-        ),
-    ),
-    (
-        "billing",
-        re.compile(
-            r"credit balance|billing|payment required|insufficient[_ ]funds|"
-            r"budget has been exceeded|budget_exceeded|exceeded ?budget|over budget|spend limit|"
-            r"purchase (more )?credits|plans? (and|&) billing"
-        ),
-    ),
-    (
-        "rate_limit",
-        re.compile(r"rate_limit_exceeded|rate_limit_error|throttlingexception|too_many_requests"),
-    ),
-    ("overloaded", re.compile(r"overloaded_error|overloaded|server is busy|capacity")),
-)
 
 STATUS_CATEGORY: dict[int, str] = {
     400: "invalid_request",
@@ -99,12 +63,328 @@ STATUS_CATEGORY: dict[int, str] = {
     502: "server_error",
     503: "overloaded",
     504: "timeout",
+    522: "timeout",
+    524: "timeout",
     529: "overloaded",
 }
-"""Category by HTTP status when the body's signals decide nothing."""
+"""Category by HTTP status when the body decides nothing."""
 
-# Signals that may override a status only where the status itself says little.
-_OVERRIDABLE = {"invalid_request", "permission", "not_found", "server_error", "conflict"}
+# -- rules on structured fields (codes, types, exception names), lower-cased -----------------
+CODE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("refusal", re.compile(r"\brefusal\b")),
+    (
+        "content_filter",
+        re.compile(
+            r"content_?filter|content_?policy|responsibleaipolicyviolation|"
+            r"data_?inspection_?failed|unsafe|moderation|\bsafety\b|prohibited_content|"
+            r"blocklist|sensitive|\bspii\b|image_safety"
+        ),
+    ),
+    (
+        "context_overflow",
+        re.compile(
+            r"context_?length_?exceeded|exceed_context_size|context_exceeded|"
+            r"context_window_exceeded|request_too_large_for_model|prompt_too_long|"
+            r"max_tokens_per_request|string_above_max_length"
+        ),
+    ),
+    (
+        "billing",
+        re.compile(
+            r"billing|insufficient_?(funds|balance|credits?)|credits?_?error|budget|arrearage|"
+            r"payment_required|spend_limit|overdue"
+        ),
+    ),
+    ("quota", re.compile(r"quota")),
+    (
+        "rate_limit",
+        re.compile(r"rate_?limit|throttl|too_?many_?requests|resource_exhausted"),
+    ),
+    ("overloaded", re.compile(r"overloaded|unavailable|capacity")),
+    ("timeout", re.compile(r"timeout|timed_?out|deadline_exceeded")),
+)
+
+# -- rules on message text, lower-cased -------------------------------------------------------
+OUTPUT_LIMIT = re.compile(
+    r"supports at most \d+ (completion|output) tokens|"
+    r"maximum allowed number of output tokens|"
+    r"max_(completion_|output_|new_)?tokens`?'?:? integer above maximum|"
+    r"max_tokens`? must be less than or equal to|"
+    r"maximum tokens you requested exceeds? the model limit|"
+    r"error: `max_new_tokens` must be <=|"
+    r"max(imum)? output tokens? (is|are|of) \d+|"
+    r"exceeds? the (model's )?maximum (number of )?output tokens"
+)
+"""Asking for more output than the model can produce: not a context overflow."""
+
+MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "context_overflow",
+        re.compile(
+            r"context[ _]length|context[ _]window|context[ _]size|context limit|"
+            r"maximum context|\bn_ctx\b|prompt is too long|prompt too long|"
+            r"input is too long|input too long|input length|"
+            r"reduce the length of the (messages|prompt)|"
+            r"input token count.{0,40}exceeds|exceeds? the (model'?s? )?(maximum )?token limit|"
+            r"exceeded model token limit|request_too_large_for_model|"
+            r"prompt token count of \d+ exceeds|tokens? exceeds? the limit|"
+            r"when context the overflows|tokens to keep from the initial prompt|"
+            r"`inputs` tokens \+ `max_new_tokens`|input tokens exceed|"
+            r"requested \d+ tokens, max \d+ tokens per request|"
+            r"total number of tokens.{0,40}cannot exceed|"
+            r"current length is \d+ while limit is \d+|maximum number of tokens allowed|"
+            r"上下文|输入长度|超出最大长度|超过最大长度|长度超(过|出)|"
+            r"コンテキスト長|longitud (máxima )?del contexto|longueur (maximale )?du contexte"
+        ),
+    ),
+    (
+        "content_filter",
+        re.compile(
+            r"content[ _]filter|content[ _]policy|content management policy|"
+            r"responsibleaipolicyviolation|moderation|flagged|safety system|"
+            r"violat\w* (our |the )?(usage|content) polic|inappropriate content|"
+            r"data ?inspection ?failed|unsafe content|content exists risk|sensitive content|"
+            r"不安全|敏感|违规|违禁|审核未通过|内容安全|不適切"
+        ),
+    ),
+    (
+        "quota",
+        re.compile(
+            r"\bquota\b|quota_exceeded|servicequotaexceeded|resource has been exhausted|"
+            r"free allocation|used up your|额度|配额|クォータ|\bcuota\b"
+        ),
+    ),
+    (
+        "billing",
+        re.compile(
+            r"credit balance|billing|payment required|payment_required|"
+            r"insufficient[_ ](funds|balance|credits?)|balance is insufficient|"
+            r"budget has been exceeded|exceeded ?budget|over budget|budget_exceeded|"
+            r"spend(ing)? limit|purchase (more )?credits|more credits|add credits|"
+            r"(run|ran) out of credits|credits? (are|is) required|usage limits?\b|"
+            r"account is not active|in good standing|top up|recharge|arrears|overdue|"
+            r"余额|欠费|充值|账户.{0,6}(不足|用完)|残高|saldo insuficiente|solde insuffisant"
+        ),
+    ),
+    (
+        "rate_limit",
+        re.compile(
+            r"rate[ _-]?limit|throttl|too many requests|too_many_requests|"
+            r"(tokens|requests) per (min|minute|day|hour)|per[- ]minute limit|"
+            r"\b(tpm|rpm|tpd|rpd)\b|too many tokens,? please wait|"
+            r"请求过于频繁|频率|速率|限流|并发"
+        ),
+    ),
+    (
+        "overloaded",
+        re.compile(
+            r"overloaded|server is busy|no capacity|capacity exceeded|at capacity|"
+            r"temporarily unavailable|high demand|服务器繁忙|繁忙|过载"
+        ),
+    ),
+)
+
+_URL = re.compile(r"https?://\S+")
+"""Links in messages (``.../settings/billing``, ``.../rate-limits``) say nothing of the error."""
+
+_CODE_KEYS = frozenset(
+    (
+        "code",
+        "type",
+        "status",
+        "__type",
+        "error_type",
+        "errortype",
+        "reason",
+        "name",
+        "error_code",
+        "finish_reason",
+        "finishreason",
+        "stop_reason",
+        "blockreason",
+    )
+)
+_TEXT_KEYS = frozenset(
+    (
+        "message",
+        "detail",
+        "error",
+        "msg",
+        "error_message",
+        "errormessage",
+        "description",
+        "details",
+        "title",
+        "error_msg",
+    )
+)
+_STATUS_KEYS = frozenset(
+    ("code", "status", "statuscode", "status_code", "http_status", "raw_status_code")
+)
+
+
+class _Signals:
+    """What a body says: its structured codes, its message text, an embedded status."""
+
+    __slots__ = ("codes", "embedded_status", "text")
+
+    def __init__(self) -> None:
+        self.codes: list[str] = []
+        self.text: list[str] = []
+        self.embedded_status: int | None = None
+
+
+def _as_status(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, str) and value.isdigit():
+        value = int(value)
+    return value if isinstance(value, int) and 400 <= value <= 599 else None
+
+
+def _parse_text(text: str) -> Any:
+    """A JSON body sent as text (or an SSE stream's ``data:`` lines), else the text itself."""
+    stripped = text.strip()
+    if stripped[:1] in ("{", "["):
+        try:
+            return json.loads(stripped)
+        except ValueError:
+            pass
+    if "data:" in stripped:
+        events = []
+        for line in stripped.splitlines():
+            if line.startswith("data:"):
+                try:
+                    events.append(json.loads(line[5:].strip()))
+                except ValueError:
+                    continue
+        if events:
+            return events
+    return text
+
+
+def _walk(node: Any, out: _Signals, depth: int) -> None:
+    if depth > 6:
+        return
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            name = str(key).lower()
+            if isinstance(value, str):
+                if name in _STATUS_KEYS and out.embedded_status is None:
+                    out.embedded_status = _as_status(value)
+                if name in _CODE_KEYS:
+                    out.codes.append(value.lower())
+                if name in _TEXT_KEYS:
+                    parsed = _parse_text(value) if value[:1] in ("{", "[") else value
+                    if parsed is value:
+                        out.text.append(value.lower())
+                    else:
+                        _walk(parsed, out, depth + 1)
+            elif isinstance(value, int) and name in _STATUS_KEYS:
+                if out.embedded_status is None:
+                    out.embedded_status = _as_status(value)
+            elif isinstance(value, (Mapping, list)):
+                if name.endswith("exception"):  # an event-stream exception event
+                    out.codes.append(name)
+                _walk(value, out, depth + 1)
+    elif isinstance(node, list):
+        for item in node[:8]:
+            if isinstance(item, str):
+                out.text.append(item.lower())
+            else:
+                _walk(item, out, depth + 1)
+
+
+def _signals(body: Any, headers: Mapping[str, str] | None = None) -> _Signals:
+    """The structured codes and the message text of a provider body (and its headers)."""
+    out = _Signals()
+    if isinstance(body, (bytes, bytearray)):
+        body = body.decode("utf-8", "replace")
+    if isinstance(body, str):
+        body = _parse_text(body)
+        if isinstance(body, str):
+            out.text.append(body.lower())
+            body = None
+    if body is not None:
+        _walk(body, out, 0)
+    if headers:
+        for key in ("x-amzn-errortype", "x-amzn-error-type"):
+            value = _header(headers, key)
+            if value:
+                out.codes.append(value.split(":", 1)[0].lower())
+    return out
+
+
+def _header(headers: Mapping[str, str], name: str) -> str | None:
+    value = headers.get(name)
+    if value is None:
+        for key, item in headers.items():
+            if key.lower() == name:
+                return item
+    return value
+
+
+def _first(rules: tuple[tuple[str, re.Pattern[str]], ...], text: str) -> str | None:
+    for category, rule in rules:
+        if rule.search(text):
+            return category
+    return None
+
+
+def _budget_kind(codes: str, text: str, default: str) -> str:
+    """Which budget a 429 or 402 is about: billing, quota, or the status's default."""
+    billing, quota, rate = CODE_RULES[3][1], CODE_RULES[4][1], CODE_RULES[5][1]
+    if billing.search(codes):
+        return "billing"
+    if quota.search(codes):
+        return "rate_limit" if rate.search(codes) else "quota"
+    for category, rule in MESSAGE_RULES[2:4]:  # quota, billing
+        if rule.search(text):
+            return category
+    return default
+
+
+def _by_status(status: int | None) -> str:
+    if status is None:
+        return "unknown"
+    known = STATUS_CATEGORY.get(status)
+    if known is not None:
+        return known
+    return "server_error" if status >= 500 else "invalid_request"
+
+
+def category_from_http(
+    status: int | None, body: Any, headers: Mapping[str, str] | None = None
+) -> str:
+    """The provider category of an HTTP failure, from its status, body and headers.
+
+    Args:
+        status: the HTTP status, or ``None`` (or 200) for an error read from a stream event.
+        body: the response body as sent: parsed JSON, text, bytes, or an SSE event stream.
+        headers: the response headers, where the exception name travels (AWS).
+    """
+    signals = _signals(body, headers) if body is not None or headers else _Signals()
+    codes = " ".join(signals.codes)
+    text = _URL.sub(" ", " ".join(signals.text))
+    if status in (None, 200) and signals.embedded_status is not None:
+        status = signals.embedded_status
+    if status == 429:
+        return _budget_kind(codes, text, "rate_limit")
+    if status == 402:
+        return _budget_kind(codes, text, "billing")
+    by_code = _first(CODE_RULES, codes) if codes else None
+    if by_code is not None:
+        return by_code
+    if not text:
+        return _by_status(status)
+    if OUTPUT_LIMIT.search(text):
+        return "output_limit"
+    by_text = _first(MESSAGE_RULES, text)
+    if by_text == "rate_limit" and status is not None and status >= 500:
+        by_text = None
+    if status == 413 and by_text not in ("context_overflow", "rate_limit", "billing", "quota"):
+        return "payload_too_large"
+    return by_text or _by_status(status)
 
 
 def _body_of(error: Any) -> Any:
@@ -112,6 +392,8 @@ def _body_of(error: Any) -> Any:
     if body is not None:
         return body
     response = getattr(error, "response", None)
+    if isinstance(response, Mapping):  # botocore's ClientError
+        return response.get("Error", response)
     if response is not None:
         try:
             return response.json()
@@ -129,77 +411,17 @@ def _status_of(error: Any) -> int | None:
         if isinstance(value, int) and not isinstance(value, bool):
             return value
     response = getattr(error, "response", None)
+    if isinstance(response, Mapping):  # botocore's ClientError
+        value = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+        return value if isinstance(value, int) else None
     value = getattr(response, "status_code", None)
     return value if isinstance(value, int) else None
 
 
-def _signals(body: Any) -> str:
-    """The code, type and message fields of a provider body, lower-cased, in one string."""
-    if isinstance(body, (bytes, bytearray)):
-        body = body.decode("utf-8", "replace")
-    if isinstance(body, str):
-        try:
-            body = json.loads(body)
-        except ValueError:
-            return str(body).lower()
-    parts: list[str] = []
-
-    def walk(node: Any, depth: int) -> None:
-        if depth > 4:
-            return
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in (
-                    "code",
-                    "type",
-                    "message",
-                    "__type",
-                    "status",
-                    "reason",
-                    "detail",
-                    "error",
-                    "finish_reason",
-                    "stop_reason",
-                    "param",
-                ) and isinstance(value, (str, int)):
-                    parts.append(str(value))
-                elif isinstance(value, (dict, list)):
-                    walk(value, depth + 1)
-        elif isinstance(node, list):
-            for item in node[:5]:
-                walk(item, depth + 1)
-
-    walk(body, 0)
-    return " ".join(parts).lower()
-
-
-def category_from_http(status: int | None, body: Any) -> str:
-    """The provider category of an HTTP failure, from its status and body."""
-    signals = _signals(body) if body is not None else ""
-    by_signal = next((cat for cat, rule in SIGNAL_RULES if rule.search(signals)), None)
-    by_status = STATUS_CATEGORY.get(status) if status is not None else None
-    if by_status is None and status is not None:
-        by_status = "server_error" if status >= 500 else "invalid_request"
-    if status == 413:
-        # a body over the provider's byte limit; only a token-window message makes it overflow
-        return "context_overflow" if by_signal == "context_overflow" else "payload_too_large"
-    if by_signal is None:
-        return by_status or "unknown"
-    if by_signal in ("billing", "quota", "context_overflow", "content_filter", "output_limit"):
-        return by_signal
-    if by_signal == "rate_limit":
-        return (
-            "rate_limit"
-            if status in (None, 429) or by_status in _OVERRIDABLE
-            else by_status or "rate_limit"
-        )
-    if by_signal == "overloaded":
-        return (
-            "overloaded"
-            if status is None or status >= 500 or status == 429
-            else by_status or "overloaded"
-        )
-    return by_status or by_signal
+def _headers_of(error: Any) -> Mapping[str, str] | None:
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None) or getattr(error, "headers", None)
+    return headers if isinstance(headers, Mapping) else None
 
 
 def failure_category(error: Any) -> str | None:
@@ -220,7 +442,7 @@ def failure_category(error: Any) -> str | None:
     status = _status_of(error)
     body = _body_of(error) if status is not None or hasattr(error, "body") else None
     if status is not None or body is not None:
-        return category_from_http(status, body)
+        return category_from_http(status, body, _headers_of(error))
     try:
         import httpx
     except ImportError:  # pragma: no cover
@@ -255,7 +477,8 @@ def classify(error: Any) -> str:
 
     Args:
         error: any exception, an ``httpx.HTTPStatusError``, an SDK-style error with
-            ``status_code`` and ``body``, or a ``ModelCallFailure``.
+            ``status_code`` and ``body``, a botocore ``ClientError``, or a
+            ``ModelCallFailure``.
     """
     if not _from_provider(error):
         return "tool_error"
