@@ -1,0 +1,128 @@
+"""``Model``: a model named ``provider/model``, and the offline ``mock/NAME`` models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fxtr.experiment._entity import Entity
+from fxtr.models import (
+    AnthropicMessagesAPI,
+    MockModelAPI,
+    OpenAIChatAPI,
+    OpenAIResponsesAPI,
+    Sampling,
+)
+from fxtr.models._mock import Reply
+
+PROVIDERS = ("openai", "anthropic", "openai-compatible", "mock")
+
+_MOCKS: dict[str, MockModelAPI] = {}
+
+
+class Model(Entity):
+    """A model to call: ``provider/model``, its sampling, system prompt and server.
+
+    ``openai/gpt-5-mini`` (the Responses API), ``anthropic/claude-haiku-4-5`` (Messages),
+    ``openai-compatible/NAME`` (Chat Completions at ``base_url``, which includes ``/v1``), and
+    ``mock/NAME`` (offline, see ``register_mock``). The name is part of every fingerprint, so
+    results of one model are never served for another, and offline answers never for a real
+    model.
+    """
+
+    name: str
+    sampling: Sampling | None = None
+    system: str | None = None
+    base_url: str | None = None
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        sampling: Sampling | None = None,
+        system: str | None = None,
+        base_url: str | None = None,
+    ) -> None:
+        # written out so the name can be positional: Model("openai/gpt-5-mini")
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "sampling", sampling)
+        object.__setattr__(self, "system", system)
+        object.__setattr__(self, "base_url", base_url)
+        self._check()
+
+    def _check(self) -> None:
+        provider, _, model = self.name.partition("/")
+        if provider not in PROVIDERS or not model:
+            msg = (
+                f"Model name {self.name!r} is not 'provider/model': use one of "
+                + ", ".join(f"'{p}/...'" for p in PROVIDERS)
+                + " (e.g. 'openai/gpt-5-mini', 'anthropic/claude-haiku-4-5', 'mock/small')."
+            )
+            raise ValueError(msg)
+        if provider == "openai-compatible" and not self.base_url:
+            msg = (
+                f"Model {self.name!r} needs base_url= (the server's URL, including /v1, "
+                "e.g. 'http://localhost:8000/v1')."
+            )
+            raise ValueError(msg)
+
+    def __fxtr_id__(self) -> str:
+        """The model's id in pytest node ids and as the key of its cell."""
+        return self.name
+
+    @property
+    def provider(self) -> str:
+        """``openai``, ``anthropic``, ``openai-compatible`` or ``mock``."""
+        return self.name.partition("/")[0]
+
+    @property
+    def model(self) -> str:
+        """The provider's name of the model (what follows the first ``/``)."""
+        return self.name.partition("/")[2]
+
+    def api(self) -> Any:
+        """The provider's client; close it with ``await api.aclose()``.
+
+        Keys come from the provider's usual environment variable.
+
+        Raises:
+            LookupError: a ``mock/NAME`` that no ``register_mock`` call made.
+        """
+        if self.provider == "openai":
+            return OpenAIResponsesAPI(self.model, base_url=self.base_url)
+        if self.provider == "anthropic":
+            return AnthropicMessagesAPI(self.model, base_url=self.base_url)
+        if self.provider == "openai-compatible":
+            return OpenAIChatAPI(self.model, base_url=self.base_url)
+        mock = _MOCKS.get(self.model)
+        if mock is None:
+            known = ", ".join(sorted(_MOCKS)) or "none yet"
+            msg = (
+                f"{self.name!r} is not a registered mock model (registered: {known}). Call "
+                f"fxtr.evals.register_mock({self.model!r}, reply) in the eval module, or "
+                "name a real model ('openai/gpt-5-mini')."
+            )
+            raise LookupError(msg)
+        return mock
+
+
+def register_mock(
+    name: str, reply: Reply, *, delay: float = 0.0, price_as: str | None = None
+) -> Model:
+    """Make ``mock/NAME`` answer offline from ``reply``, and return ``Model("mock/NAME")``.
+
+    Args:
+        name: ``NAME`` or ``mock/NAME``. A ``NAME`` in the price table (``gpt-5-mini``) is
+            priced like that model; ``price_as`` names another one to price it as.
+        reply: what ``MockModelAPI`` takes: a string, a list used in turn, or a callable of
+            the ``ModelRequest`` returning a string, a ``ModelResponse`` or a
+            ``ModelCallFailure``. With ``samples``, ``request.sampling.seed`` is the sample
+            index, so a callable can vary its answers by sample, reproducibly.
+        delay: seconds each call takes.
+        price_as: a priced model name to compute the mock's cost with.
+
+    Register in the eval module (the launcher), so every process that imports it (pytest-xdist
+    workers included) has the same mocks. Registering a name again replaces its reply.
+    """
+    short = name.removeprefix("mock/")
+    _MOCKS[short] = MockModelAPI(short, reply, delay=delay, price_as=price_as)
+    return Model(f"mock/{short}")
