@@ -63,7 +63,9 @@ def test_show_prints_the_tree_and_failures(failed_job, capsys):
 def test_unknown_job_names_the_store(failed_job, capsys):
     """An unknown job id exits 1 and says how to list jobs."""
     assert main(["show", "nope"]) == 1
-    assert "no job 'nope' in the store at" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No job 'nope' in the store at" in err
+    assert "`fxtr jobs` lists the jobs" in err
 
 
 def test_resume_reruns_the_failed_line(failed_job, capsys):
@@ -116,6 +118,7 @@ def test_cache_stats_history_restore_and_clear(failed_job, capsys, monkeypatch):
     assert main(["cache", "history", address]) == 0
     out = capsys.readouterr().out
     assert out.startswith("[0] ") and "[current]" in out
+    assert "changed: input 'question' changed" in out
     assert main(["cache", "restore", address]) == 0
     assert f"restored {address}" in capsys.readouterr().out
     assert main(["cache", "history", "qa.evaluate/nothing"]) == 1
@@ -204,3 +207,129 @@ def test_find_store_walks_up_from_a_subfolder(tmp_path):
     assert find_store(deep) == deep / ".fxtr"
     if not any((p / ".fxtr").exists() for p in tmp_path.parents):
         assert find_store(tmp_path) is None
+
+
+@pytest.fixture
+def eval_jobs():
+    """Two eval jobs of one eval (B after A, B better on 'hard', worse on 'regress')."""
+    from fxtr.store import open_store
+    from tests.viewer_jobs import make_eval_job
+
+    store = open_store(".fxtr")
+    a = make_eval_job(store, samples=3)
+    b = make_eval_job(store, variant="better", samples=3, baseline=a.job_id)
+    return store, a.job_id, b.job_id
+
+
+def test_commands_find_the_store_from_a_subfolder(failed_job, capsys, monkeypatch, tmp_path):
+    """Without --store, `fxtr` uses the nearest .fxtr upwards; with none, it says so."""
+    deep = tmp_path / "src" / "pkg"
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    assert main(["jobs"]) == 0
+    assert failed_job in capsys.readouterr().out
+    assert main(["show", failed_job[:6]]) == 0
+    assert f"job {failed_job} · qa.evaluate" in capsys.readouterr().out
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-empty"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    if not any((p / ".fxtr").exists() for p in elsewhere.parents):
+        assert main(["jobs"]) == 1
+        err = capsys.readouterr().err
+        assert f"no fxtr store in {elsewhere} or its parents" in err and "--store PATH" in err
+
+
+def test_jobs_are_newest_first_limited_and_show_the_gate(failed_job, eval_jobs, capsys):
+    """`fxtr jobs` lists the newest first, 20 by default, `--limit N`, and `gate failed`."""
+    _, a, b = eval_jobs
+    assert main(["jobs"]) == 0
+    out = capsys.readouterr().out
+    assert out.index(b) < out.index(a) < out.index(failed_job)
+    lines = {line.split()[0]: line for line in out.splitlines() if line[:1].isalnum()}
+    assert "gate failed" in lines[a] and "gate failed" in lines[b]
+    assert "gate" not in lines[failed_job]
+    assert main(["jobs", "--limit", "1"]) == 0
+    out = capsys.readouterr().out
+    assert b in out and a not in out and "(the newest 1; --limit 0 lists all 3)" in out
+    assert main(["jobs", "--json", "--limit", "0"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["job_id"] for r in rows] == [b, a, failed_job]
+    assert [r["gate"] for r in rows] == ["gate failed", "gate failed", None]
+
+
+def test_twenty_jobs_by_default(tmp_path, capsys):
+    """Without --limit, `fxtr jobs` shows the 20 newest of 25."""
+    from fxtr.store import open_store
+
+    store = open_store(tmp_path / ".fxtr")
+    _fake_jobs(store, [(f"job{i:02d}", float(i)) for i in range(25)])
+    assert main(["jobs", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["job_id"] for r in rows] == [f"job{i:02d}" for i in range(24, 4, -1)]
+
+
+def test_bad_status_and_port_are_one_line_naming_valid_values(failed_job, capsys):
+    """`--status bogus` and `--port 99999` exit 1 with one line naming what is valid."""
+    assert main(["jobs", "--status", "bogus"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "'bogus' is not a job status" in err
+    assert "succeeded, failed, needs_review, error, running" in err
+    assert main(["view", "--port", "99999"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--port 99999" in err and "1-65535" in err and "0" in err
+    assert main(["jobs", "--limit", "-3"]) == 1
+    assert "--limit -3" in capsys.readouterr().err
+
+
+def test_jobs_are_named_by_prefix_and_latest_everywhere(eval_jobs, capsys, tmp_path):
+    """show, export and view --export accept a unique prefix and `latest`."""
+    _, a, b = eval_jobs
+    assert main(["show", "latest"]) == 0
+    assert f"job {b} ·" in capsys.readouterr().out
+    assert main(["export", a[:8], "latest", "-o", str(tmp_path / "e.json")]) == 0
+    jobs = json.loads((tmp_path / "e.json").read_text())["jobs"]
+    assert [j["job_id"] for j in jobs] == [a, b]
+    assert main(["view", "--export", "latest", "-o", str(tmp_path / "v.html")]) == 0
+    assert b in (tmp_path / "v.html").read_text()
+
+
+def test_an_ambiguous_prefix_lists_the_candidates(tmp_path, capsys):
+    """A prefix shared by two jobs is an error listing both."""
+    from fxtr.store import open_store
+
+    store = open_store(tmp_path / ".fxtr")
+    _fake_jobs(store, [("feed01", 1.0), ("feed02", 2.0), ("beef", 3.0)])
+    for command in (["show", "fe"], ["export", "fe"], ["resume", "fe"], ["compare", "fe", "beef"]):
+        assert main(command) == 1
+        err = capsys.readouterr().err
+        assert "'fe' is ambiguous" in err and "feed01 (wf," in err and "feed02 (wf," in err
+
+
+def test_a_damaged_job_record_does_not_hide_the_others(failed_job, capsys):
+    """A record with broken fields is skipped with a note; the other jobs are listed."""
+    from fxtr.store import open_store
+
+    store = open_store(".fxtr")
+    store.put_job({"job_id": "broken", "workflow": "wf", "created_at": 5.0, "attempts": "??"})
+    assert main(["jobs"]) == 0
+    captured = capsys.readouterr()
+    assert failed_job in captured.out and "broken" not in captured.out
+    assert "skipped 1 damaged job record(s)" in captured.err
+
+
+def test_cache_restore_help_explains_its_arguments():
+    """`fxtr cache restore --help` says what ADDRESS and --index are."""
+    out = subprocess.run(
+        [sys.executable, "-m", "fxtr.cli", "cache", "restore", "--help"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "usage: fxtr cache restore" in out and "ADDRESS" in out
+    assert "qa.evaluate/answer[model=a,prompt=p1]" in out
+    assert "0 is the oldest, -1 (the default) the newest" in out
+    history = subprocess.run(
+        [sys.executable, "-m", "fxtr.cli", "cache", "history", "--help"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "what changed from" in history

@@ -31,13 +31,15 @@ def test_pages_and_api(viewer):
     """The app, the jobs list, a job with its graph, a page of invocations, one invocation."""
     client, job, _ = viewer
     index = client.get("/")
-    assert index.status_code == 200 and '<script src="app.js">' in index.text
+    assert index.status_code == 200 and '<script src="/app.js">' in index.text
     assert "default-src 'none'" in index.headers["content-security-policy"]
     assert index.headers["x-content-type-options"] == "nosniff"
     assert "access-control-allow-origin" not in index.headers
     (row,) = client.get("/api/jobs").json()
     assert row["job_id"] == job.job_id and row["status"] == "failed" and row["failed"] == 1
-    detail = client.get(f"/api/jobs/{job.job_id}").json()
+    head = client.get(f"/api/jobs/{job.job_id}").json()
+    assert head["job_id"] == job.job_id and head["evaluation"] is None and head["gate"] is None
+    detail = client.get(f"/api/jobs/{job.job_id}/graph").json()
     (node,) = [n for n in detail["graph"]["nodes"] if n["id"] == "view.evaluate/judge"]
     assert node["counts"] == {"succeeded": 2, "failed": 1} and node["reasons"] == {"tool_error": 1}
     page = client.get(f"/api/jobs/{job.job_id}/invocations", params={"status": "failed"}).json()
@@ -107,7 +109,7 @@ def test_ten_thousand_invocations_stay_responsive(big_job):
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{server.server_address[1]}") as client:
             start = time.perf_counter()
-            detail = client.get(f"/api/jobs/{job.job_id}").json()
+            detail = client.get(f"/api/jobs/{job.job_id}/graph").json()
             page = client.get(
                 f"/api/jobs/{job.job_id}/invocations",
                 params={"op": "bench.grid/add", "offset": 9900},

@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import json
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,18 @@ class CommandError(Exception):
 
 
 def _store(args: argparse.Namespace) -> Store:
-    raw = getattr(args, "store", None) or ".fxtr"
+    raw = getattr(args, "store", None)
+    if raw is None:
+        from fxtr.report import find_store
+
+        found = find_store(Path.cwd())
+        if found is None:
+            msg = (
+                f"no fxtr store in {Path.cwd()} or its parents (looked for a .fxtr folder). "
+                "Run a job first, or pass --store PATH."
+            )
+            raise CommandError(msg)
+        raw = str(found)
     if is_url(raw):
         try:
             opened: Store = open_store(raw)
@@ -49,74 +59,102 @@ def _store(args: argparse.Namespace) -> Store:
             "--store PATH."
         )
         raise CommandError(msg)
-    store: Store = open_store(path)
+    try:
+        store: Store = open_store(path)
+    except Exception as exc:  # a folder that is not a store (a garbled cache.db)
+        msg = f"cannot open the store at {path}: {type(exc).__name__}: {exc}"
+        raise CommandError(msg) from None
     return store
 
 
-def _job(store: Store, job_id: str) -> Any:
+def _job_id(store: Store, ref: str) -> str:
+    """The job a name given on the command line means (id, unique prefix or ``latest``)."""
+    from fxtr.report import resolve_job
+
+    try:
+        return resolve_job(store, ref)
+    except KeyError as exc:
+        raise CommandError(str(exc.args[0])) from None
+
+
+def _job(store: Store, ref: str) -> Any:
     from fxtr.report import load_job
 
+    job_id = _job_id(store, ref)
     try:
         return load_job(store, job_id)
     except KeyError:
         msg = f"no job {job_id!r} in the store at {store.path}. `fxtr jobs` lists them."
         raise CommandError(msg) from None
+    except ValueError as exc:  # a damaged record
+        msg = f"the record of job {job_id!r} in {store.path} is damaged ({exc})."
+        raise CommandError(msg) from None
+
+
+def _cell(value: Any) -> str:
+    return "-" if value is None or value == "" else str(value)
+
+
+JOB_STATUSES = ("succeeded", "failed", "needs_review", "error", "running")
+"""What an attempt of a job can end as (``running`` while it runs)."""
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from fxtr.report import job_row, load_job
+    from fxtr.report import attempt_status, job_records, job_row, load_job, newest_first
 
+    if args.status and args.status not in JOB_STATUSES:
+        msg = f"--status {args.status!r} is not a job status; valid: {', '.join(JOB_STATUSES)}."
+        raise CommandError(msg)
+    if args.limit < 0:
+        msg = f"--limit {args.limit} is negative; give 0 for every job or a positive count."
+        raise CommandError(msg)
     store = _store(args)
-    rows = [job_row(load_job(store, r["job_id"])) for r in store.iter_jobs()]
-    rows = [
-        r
-        for r in rows
-        if (not args.status or r["status"] == args.status)
-        and (not args.workflow or args.workflow in (r["workflow"] or ""))
-    ]
-    rows.sort(key=lambda r: r["started"] or "")
+    records = newest_first(list(job_records(store)))
+    rows: list[dict[str, Any]] = []
+    damaged = 0
+    for record in records:
+        if args.status and attempt_status(record) != args.status:
+            continue
+        if args.workflow and args.workflow not in (record.get("workflow") or ""):
+            continue
+        try:
+            rows.append(job_row(load_job(store, record["job_id"])))
+        except (KeyError, ValueError, TypeError):  # a damaged record: list the others
+            damaged += 1
+            continue
+        if args.limit and len(rows) >= args.limit:
+            break
+    if damaged:
+        print(f"fxtr: skipped {damaged} damaged job record(s) in {store.path}", file=sys.stderr)
     if args.json:
         print(json.dumps(rows, indent=2))
         return 0
     if not rows:
-        print(f"no jobs in {store.path}")
+        print(f"no jobs in {store.path}" + (" that match" if args.status or args.workflow else ""))
         return 0
+    columns = [
+        ("job", "job_id"),
+        ("workflow", "workflow"),
+        ("status", "status"),
+        ("gate", "gate"),
+        ("attempts", "attempts"),
+        ("ran", "ran"),
+        ("cached", "cached"),
+        ("failed", "failed"),
+        ("tokens", "tokens"),
+        ("cost", "cost_usd"),
+        ("started", "started"),
+        ("commit", "commit"),
+    ]
     table = [
-        [
-            r["job_id"],
-            r["workflow"],
-            r["status"],
-            r["attempts"],
-            r["ran"],
-            r["cached"],
-            r["failed"],
-            r["tokens"],
-            format_usd(r["cost_usd"]),
-            r["started"],
-            r["commit"] or "-",
-        ]
+        [format_usd(r[key]) if key == "cost_usd" else _cell(r[key]) for _, key in columns]
         for r in rows
     ]
-    print(
-        tabulate(
-            table,
-            headers=[
-                "job",
-                "workflow",
-                "status",
-                "attempts",
-                "ran",
-                "cached",
-                "failed",
-                "tokens",
-                "cost",
-                "started",
-                "commit",
-            ],
-        )
-    )
+    print(tabulate(table, headers=[name for name, _ in columns], disable_numparse=True))
+    if args.limit and len(rows) == args.limit and len(records) > args.limit:
+        print(f"(the newest {args.limit}; --limit 0 lists all {len(records)})")
     return 0
 
 
@@ -182,12 +220,12 @@ def cmd_resume(args: argparse.Namespace) -> int:
     from fxtr.experiment._jobs import resume
 
     store = _store(args)
-    _job(store, args.job)
+    job_id = _job(store, args.job).job_id
     sys.path.insert(0, str(Path.cwd()))
     try:
         result = asyncio.run(
             resume(
-                args.job,
+                job_id,
                 store=store,
                 conflict=args.conflict,
                 verify=not args.no_verify,
@@ -209,7 +247,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 def cmd_cache(args: argparse.Namespace) -> int:
     store = _store(args)
-    action = args.action or "stats"
+    action = getattr(args, "action", None) or "stats"
     if action == "stats":
         volume = store.volume()
         print(f"store {volume.pop('path')} · {volume.pop('bytes') / 1e6:.1f} MB")
@@ -228,23 +266,14 @@ def cmd_cache(args: argparse.Namespace) -> int:
                 return 1
         print(f"cleared {store.clear_cache()} cache entries")
         return 0
-    if not args.address:
-        msg = f"`fxtr cache {action}` needs an ADDRESS."
-        raise CommandError(msg)
+    from fxtr.cli._cache import history_lines
+
     if action == "history":
-        history = store.history(args.address)
-        current = store.get_entry(args.address)
-        if current is None and not history:
-            msg = f"no cache entry or history at {args.address!r} in {store.path}."
-            raise CommandError(msg)
-        rows = [(i, h) for i, h in enumerate(history)]
-        for i, h in rows:
-            print(
-                f"[{i}] {h['fingerprint'][:16]} step {h.get('step')} version {h.get('version')} "
-                f"job {h.get('job_id')} at {time.ctime(h.get('created_at') or 0)}"
-            )
-        if current is not None:
-            print(f"[current] {current.fingerprint[:16]} job {current.meta.get('job_id')}")
+        try:
+            lines = history_lines(store, args.address)
+        except KeyError as exc:
+            raise CommandError(str(exc.args[0])) from None
+        print("\n".join(lines))
         return 0
     try:
         entry = store.restore(args.address, args.index)
@@ -270,14 +299,45 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from fxtr.cli._compare import comparison_lines
+    from fxtr.report._evals import evaluation_of
+
+    store = _store(args)
+    ids = [_job_id(store, ref) for ref in (args.job_a, args.job_b)]
+    evaluations = []
+    for job_id in ids:
+        evaluation = evaluation_of(store.get_job(job_id))
+        if evaluation is None:
+            msg = (
+                f"job {job_id} has no evaluation to compare (only jobs of fxtr-marked pytest "
+                "evals record one). `fxtr jobs` shows which jobs are evals."
+            )
+            raise CommandError(msg)
+        evaluations.append(evaluation)
+    if evaluations[0].get("eval") != evaluations[1].get("eval"):
+        print(
+            f"fxtr: note: A is eval {evaluations[0].get('eval')!r} and B is eval "
+            f"{evaluations[1].get('eval')!r}; cases are paired by key all the same",
+            file=sys.stderr,
+        )
+    a_eval, b_eval = evaluations
+    lines, regressed = comparison_lines(ids[0], ids[1], a_eval, b_eval, margin=args.margin)
+    print("\n".join(lines))
+    return 1 if regressed and args.fail_on_regression else 0
+
+
 def cmd_view(args: argparse.Namespace) -> int:
     from fxtr.cli._server import export_html, serve
 
+    if not 0 <= args.port <= 65535:
+        msg = f"--port {args.port} is not a TCP port; give 1-65535, or 0 for a free one."
+        raise CommandError(msg)
     store = _store(args)
     if args.export:
-        _job(store, args.export)
-        html = export_html(store, args.export)
-        output = Path(args.output or f"fxtr-{args.export}.html")
+        job_id = _job(store, args.export).job_id
+        html = export_html(store, job_id)
+        output = Path(args.output or f"fxtr-{job_id}.html")
         output.write_text(html, encoding="utf-8")
         print(f"wrote {output}")
         return 0
@@ -308,49 +368,119 @@ def cmd_view(args: argparse.Namespace) -> int:
     return 0
 
 
+JOB_NAMES = "a job id, a unique prefix of one, or 'latest'"
+
+
+def _cache_help(name: str) -> str:
+    from fxtr.cli import _cache
+
+    text: str = getattr(_cache, name)
+    return text
+
+
 def _parser() -> argparse.ArgumentParser:
-    store_help = "the fxtr store directory (default: .fxtr)"
+    store_help = (
+        "the fxtr store: a directory or a postgresql:// URL (default: the nearest .fxtr in "
+        "the working directory or its parents)"
+    )
     parser = argparse.ArgumentParser(prog="fxtr", description=__doc__.split("\n\n")[0])
     parser.add_argument("--store", default=None, help=store_help)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--store", default=argparse.SUPPRESS, help=store_help)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
 
-    p = sub.add_parser("jobs", parents=[common], help="list jobs")
-    p.add_argument("--status", help="only jobs with this status")
+    p = sub.add_parser("jobs", parents=[common], help="list jobs, newest first")
+    p.add_argument("--status", help=f"only jobs with this status ({', '.join(JOB_STATUSES)})")
+    p.add_argument(
+        "--limit", type=int, default=20, help="the newest N jobs (default 20; 0 lists all)"
+    )
     p.add_argument("--workflow", help="only jobs whose workflow name contains this")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(run=cmd_jobs)
 
     p = sub.add_parser("show", parents=[common], help="a job's graph as a tree, with failures")
-    p.add_argument("job")
+    p.add_argument("job", metavar="JOB", help=JOB_NAMES)
     p.add_argument("-v", "--verbose", action="store_true", help="list every failure")
     p.set_defaults(run=cmd_show)
 
     p = sub.add_parser("resume", parents=[common], help="resume a job: rerun only what failed")
-    p.add_argument("job")
+    p.add_argument("job", metavar="JOB", help=JOB_NAMES)
     p.add_argument("--conflict", choices=["review", "overwrite"], default="review")
     p.add_argument("--no-verify", action="store_true")
     p.add_argument("--concurrency", type=int, default=32)
     p.set_defaults(run=cmd_resume)
 
-    p = sub.add_parser("cache", parents=[common], help="cache size; clear, history, restore")
-    p.add_argument("action", nargs="?", choices=["stats", "clear", "history", "restore"])
-    p.add_argument("address", nargs="?")
-    p.add_argument("--yes", action="store_true", help="clear without asking")
-    p.add_argument("--index", type=int, default=-1, help="which history entry to restore")
-    p.set_defaults(run=cmd_cache)
+    p = sub.add_parser(
+        "cache",
+        parents=[common],
+        help="cache size; clear, history, restore",
+        description="The step cache: its size (the default), clearing it, an address's "
+        "history of entries and restoring one.",
+    )
+    p.set_defaults(run=cmd_cache, action="stats")
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    a = actions.add_parser("stats", parents=[common], help="entries and size (the default)")
+    a = actions.add_parser("clear", parents=[common], help="remove every cache entry")
+    a.add_argument("--yes", action="store_true", help="clear without asking")
+    a = actions.add_parser(
+        "history",
+        parents=[common],
+        help="an address's entries and what changed between them",
+        description=_cache_help("HISTORY_HELP"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    a.add_argument("address", metavar="ADDRESS", help="a step invocation's address")
+    a = actions.add_parser(
+        "restore",
+        parents=[common],
+        help="put an entry of an address's history back",
+        description=_cache_help("RESTORE_HELP"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    a.add_argument(
+        "address",
+        metavar="ADDRESS",
+        help="a step invocation's address, e.g. 'qa.evaluate/answer[model=a,prompt=p1]'",
+    )
+    a.add_argument(
+        "--index",
+        type=int,
+        default=-1,
+        help="which history entry: 0 the oldest, -1 the newest (default), as "
+        "`fxtr cache history ADDRESS` numbers them",
+    )
 
     p = sub.add_parser("export", parents=[common], help="a job's record as JSON")
-    p.add_argument("job", nargs="+")
+    p.add_argument("job", nargs="+", metavar="JOB", help=JOB_NAMES)
     p.add_argument("-o", "--output", help="write to this file")
     p.set_defaults(run=cmd_export)
 
+    p = sub.add_parser(
+        "compare",
+        parents=[common],
+        help="job B against job A per group: means, delta, interval, flipped cases, verdict",
+        description="Compare two eval jobs as --fxtr-baseline does: cases paired by key, per "
+        "group the baseline (A) mean, B's mean, the paired difference with its interval, the "
+        "paired count, the cases that flipped, the minimum detectable effect and a verdict. "
+        f"JOB_A and JOB_B are {JOB_NAMES}.",
+    )
+    p.add_argument("job_a", metavar="JOB_A", help="the baseline")
+    p.add_argument("job_b", metavar="JOB_B", help="the job compared against it")
+    p.add_argument(
+        "--margin", type=float, default=0.0, help="regressed only below -margin (default 0)"
+    )
+    p.add_argument(
+        "--fail-on-regression", action="store_true", help="exit 1 when a group regressed"
+    )
+    p.set_defaults(run=cmd_compare)
+
     p = sub.add_parser("view", parents=[common], help="the viewer in a browser")
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8321, help="0 picks a free port")
+    p.add_argument("--port", type=int, default=8321, help="1-65535; 0 picks a free port")
     p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
-    p.add_argument("--export", metavar="JOB", help="write one self-contained HTML file instead")
+    p.add_argument(
+        "--export", metavar="JOB", help=f"write one self-contained HTML file of JOB ({JOB_NAMES})"
+    )
     p.add_argument("-o", "--output", help="the file --export writes")
     p.set_defaults(run=cmd_view)
     return parser

@@ -13,18 +13,34 @@ import json
 import logging
 import re
 import threading
+import time
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from fxtr.cli._compare import flipped_of
 from fxtr.report import (
+    JobView,
+    attempt_status,
     invocation_detail,
+    job_records,
     job_row,
     load_job,
+    newest_first,
     operation_graph,
+    resolve_job,
     task_view,
+)
+from fxtr.report._evals import (
+    MATRIX_PAGE,
+    cell_detail,
+    compare_evaluations,
+    evaluation_of,
+    evaluation_summary,
+    gate_label,
+    result_matrix,
 )
 from fxtr.store import Store
 
@@ -36,7 +52,11 @@ STATIC = {
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
 }
-LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]", "::1"}
+LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]"}
+HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::\d{1,5})?")
+"""A Host header: a name or a bracketed IPv6 address and an optional port; no user info."""
+PAGES = re.compile(r"/(job|compare|task)/[^?#]*")
+"""Page paths the app routes itself (``/job/ID``, ``/compare/A/B``): served the app."""
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
@@ -83,28 +103,146 @@ def invocation_rows(
     return {"total": len(rows), "offset": offset, "items": rows[offset : offset + limit]}
 
 
+def int_param(query: dict[str, list[str]], name: str, default: int, maximum: int) -> int:
+    """A non-negative whole-number query parameter, capped at ``maximum``.
+
+    Raises:
+        ValueError: the value is not a whole number or is negative (a 400).
+    """
+    raw = query.get(name, [None])[0]
+    if raw is None or raw == "":
+        return default
+    if not re.fullmatch(r"\d{1,9}", raw):
+        msg = f"{name} must be a whole number of at least 0, got {raw!r}."
+        raise ValueError(msg)
+    return min(int(raw), maximum)
+
+
+CACHE_SECONDS = 2.0
+"""How long a job record read from the store is reused by the routes (a page's requests)."""
+CACHED_JOBS = 4
+"""Jobs whose record and invocations the viewer keeps in memory at once."""
+
+
 class Viewer:
-    """What the routes read: the store, with jobs loaded on demand."""
+    """What the routes read: the store, with jobs loaded on demand and kept briefly."""
 
     def __init__(self, store: Store) -> None:
         self.store = store
+        self._lock = threading.Lock()
+        self._records: dict[str, tuple[float, dict[str, Any]]] = {}
+        self._views: dict[str, tuple[Any, JobView]] = {}
+        self._tables: dict[str, tuple[Any, dict[str, Any]]] = {}
 
+    # loading, with a small cache: a 10,000-case job's record is megabytes of JSON ----------
+    def resolve(self, ref: str) -> str:
+        return resolve_job(self.store, ref)
+
+    def record(self, job_id: str) -> dict[str, Any]:
+        now = time.monotonic()
+        with self._lock:
+            hit = self._records.get(job_id)
+        if hit is not None and now - hit[0] < CACHE_SECONDS:
+            return hit[1]
+        record = self.store.get_job(job_id)
+        with self._lock:
+            self._records[job_id] = (now, record)
+            _trim(self._records)
+        return record
+
+    def view(self, job_id: str) -> JobView:
+        record = self.record(job_id)
+        stamp = _stamp(record)
+        with self._lock:
+            hit = self._views.get(job_id)
+        if hit is not None and hit[0] == stamp and stamp is not None:
+            return hit[1]
+        view = load_job(self.store, job_id)
+        with self._lock:
+            self._views[job_id] = (stamp, view)
+            _trim(self._views)
+        return view
+
+    def evaluation(self, job_id: str) -> dict[str, Any]:
+        evaluation = evaluation_of(self.record(job_id))
+        if evaluation is None:
+            msg = f"Job {job_id} is not an eval job: it has no results (no evaluation field)."
+            raise KeyError(msg)
+        return evaluation
+
+    # the routes' data ------------------------------------------------------------------
     def jobs(self) -> list[dict[str, Any]]:
-        rows = [job_row(load_job(self.store, r["job_id"])) for r in self.store.iter_jobs()]
-        return sorted(rows, key=lambda r: r["started"] or "", reverse=True)
+        rows = []
+        for record in newest_first(list(job_records(self.store))):
+            try:
+                rows.append(job_row(self.view(record["job_id"])))
+            except (KeyError, ValueError, TypeError) as exc:  # one damaged job hides no other
+                log.warning("skipped job %s: %s", record.get("job_id"), exc)
+                rows.append(
+                    {"job_id": record["job_id"], "workflow": record.get("workflow"),
+                     "status": "damaged", "error": f"{type(exc).__name__}: {exc}"}
+                )
+        return rows
 
     def job(self, job_id: str) -> dict[str, Any]:
-        view = load_job(self.store, job_id)
-        record = view.record
+        """The head of a job's page: the record's facts and, for an eval, its results summary."""
+        record = self.record(job_id)
+        evaluation = evaluation_of(record)
         return {
-            "row": job_row(view),
-            "graph": operation_graph(view),
-            "record": {
-                k: record.get(k)
-                for k in ("workflow", "workflow_path", "commit", "dirty", "attempts", "created_at")
-            },
-            "workflows": view.workflows,
+            "job_id": job_id,
+            "record": {k: record.get(k) for k in RECORD_KEYS},
+            "status": attempt_status(record),
+            "gate": gate_label(record),
+            "evaluation": evaluation_summary(evaluation) if evaluation else None,
         }
+
+    def graph(self, job_id: str) -> dict[str, Any]:
+        view = self.view(job_id)
+        return {"row": job_row(view), "graph": operation_graph(view), "workflows": view.workflows}
+
+    def matrix(self, job_id: str, query: dict[str, list[str]]) -> dict[str, Any]:
+        evaluation = self.evaluation(job_id)
+        compare = _one(query, "compare")
+        baseline = None
+        if compare:
+            baseline_id = self.resolve(compare)
+            baseline = self.evaluation(baseline_id)
+        page = result_matrix(
+            evaluation,
+            baseline=baseline,
+            show=_one(query, "show") or None,
+            query=_one(query, "q"),
+            offset=int_param(query, "offset", 0, 10**9),
+            limit=int_param(query, "limit", MATRIX_PAGE, 100_000),
+        )
+        page["job_id"] = job_id
+        page["compare"] = self.resolve(compare) if compare else None
+        return page
+
+    def cell(self, job_id: str, query: dict[str, list[str]]) -> dict[str, Any]:
+        evaluation = self.evaluation(job_id)
+        if not _one(query, "index"):
+            msg = "a cell needs ?index=N (the cell's number in the job's results)."
+            raise ValueError(msg)
+        index = int_param(query, "index", 0, 10**9)
+        return cell_detail(self.store, job_id, evaluation, index, self.view(job_id).invocations)
+
+    def compare(self, a: str, b: str, query: dict[str, list[str]]) -> dict[str, Any]:
+        a_id, b_id = self.resolve(a), self.resolve(b)
+        raw = _one(query, "margin") or "0"
+        try:
+            margin = float(raw)
+        except ValueError:
+            msg = f"margin must be a number, got {raw!r}."
+            raise ValueError(msg) from None
+        if not 0 <= margin < float("inf"):
+            msg = f"margin must be a finite number of at least 0, got {raw!r}."
+            raise ValueError(msg)
+        groups = compare_evaluations(self.evaluation(a_id), self.evaluation(b_id), margin=margin)
+        for row in groups:
+            to_fail, to_pass = flipped_of(row)
+            row["flipped"] = {"to_fail": to_fail, "to_pass": to_pass}
+        return {"a": self.job(a_id), "b": self.job(b_id), "margin": margin, "groups": groups}
 
     def tasks(self) -> list[dict[str, Any]]:
         out = []
@@ -127,12 +265,9 @@ class Viewer:
         """The JSON for an API path.
 
         Raises:
-            KeyError: nothing at that path.
+            KeyError: nothing at that path (a 404).
+            ValueError: a bad parameter (a 400).
         """
-
-        def one(name: str) -> str | None:
-            return query.get(name, [None])[0]
-
         if path == "/api/jobs":
             return self.jobs()
         if path == "/api/tasks":
@@ -140,19 +275,54 @@ class Viewer:
         match = re.fullmatch(r"/api/tasks/([^/]+)", path)
         if match:
             return task_view(self.store, unquote(match.group(1)))
-        match = re.fullmatch(r"/api/jobs/([^/]+)(/invocations|/invocation)?", path)
+        match = re.fullmatch(r"/api/compare/([^/]+)/([^/]+)", path)
+        if match:
+            return self.compare(unquote(match.group(1)), unquote(match.group(2)), query)
+        match = re.fullmatch(
+            r"/api/jobs/([^/]+)(/graph|/matrix|/cell|/invocations|/invocation)?", path
+        )
         if match is None:
             msg = f"no route {path!r}"
             raise KeyError(msg)
-        job_id, tail = unquote(match.group(1)), match.group(2)
+        job_id, tail = self.resolve(unquote(match.group(1))), match.group(2)
         if tail is None:
             return self.job(job_id)
-        view = load_job(self.store, job_id)
+        if tail == "/graph":
+            return self.graph(job_id)
+        if tail == "/matrix":
+            return self.matrix(job_id, query)
+        if tail == "/cell":
+            return self.cell(job_id, query)
+        view = self.view(job_id)
         if tail == "/invocation":
-            return invocation_detail(self.store, view, one("address") or "")
-        offset = int(one("offset") or 0)
-        limit = min(int(one("limit") or PAGE), 1000)
-        return invocation_rows(view, one("op"), one("status"), one("q"), offset, limit)
+            return invocation_detail(self.store, view, _one(query, "address") or "")
+        offset = int_param(query, "offset", 0, 10**9)
+        limit = int_param(query, "limit", PAGE, 1000)
+        return invocation_rows(
+            view, _one(query, "op"), _one(query, "status"), _one(query, "q"), offset, limit
+        )
+
+
+RECORD_KEYS = ("workflow", "workflow_path", "commit", "dirty", "attempts", "created_at")
+"""The job record's fields the job page shows."""
+
+
+def _one(query: dict[str, list[str]], name: str) -> str | None:
+    return query.get(name, [None])[0]
+
+
+def _stamp(record: dict[str, Any]) -> Any:
+    """What identifies a finished attempt (``None`` while it runs: never cached)."""
+    if attempt_status(record) in (None, "running"):
+        return None
+    attempts = record["attempts"]
+    last = attempts[-1]
+    return (len(attempts), last.get("status"), last.get("ended_at"))
+
+
+def _trim(cache: dict[str, Any]) -> None:
+    while len(cache) > CACHED_JOBS:
+        cache.pop(next(iter(cache)))
 
 
 def make_handler(viewer: Viewer, allowed_hosts: set[str]) -> type[BaseHTTPRequestHandler]:
@@ -181,25 +351,36 @@ def make_handler(viewer: Viewer, allowed_hosts: set[str]) -> type[BaseHTTPReques
             body = json.dumps({"error": message}).encode()
             self._send(status, body, "application/json")
 
+        def send_error(
+            self, code: int, message: str | None = None, explain: str | None = None
+        ) -> None:
+            """Send the standard library's own errors with the security headers too."""
+            self.close_connection = True
+            self._error(code, message or HTTPStatus(code).phrase)
+
         def _host_ok(self) -> bool:
             host = (self.headers.get("Host") or "").strip().lower()
-            name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
-            return name in allowed_hosts
+            match = HOST.fullmatch(host)
+            return match is not None and match.group(1) in allowed_hosts
 
         def do_GET(self) -> None:
             if not self._host_ok():
-                self._error(HTTPStatus.FORBIDDEN, "Host not allowed")
+                self._error(
+                    HTTPStatus.FORBIDDEN,
+                    "Host not allowed: the viewer answers only to localhost, 127.0.0.1 and "
+                    "[::1] (with an optional port, no user info)",
+                )
                 return
             url = urlsplit(self.path)
-            if url.path in STATIC:
-                name, content_type = STATIC[url.path]
+            if url.path in STATIC or PAGES.fullmatch(url.path):
+                name, content_type = STATIC.get(url.path, STATIC["/"])
                 self._send(HTTPStatus.OK, static_text(name).encode(), content_type)
                 return
             if not url.path.startswith("/api/"):
-                self._error(HTTPStatus.NOT_FOUND, "not found")
+                self._error(HTTPStatus.NOT_FOUND, f"nothing at {url.path!r}")
                 return
             try:
-                data = viewer.route(url.path, parse_qs(url.query))
+                data = viewer.route(url.path, parse_qs(url.query, keep_blank_values=True))
             except KeyError as exc:
                 self._error(HTTPStatus.NOT_FOUND, str(exc.args[0]) if exc.args else "not found")
                 return
@@ -222,7 +403,7 @@ def serve(store: Store, host: str, port: int) -> tuple[ThreadingHTTPServer, thre
     """Start the viewer in a thread; the caller prints the URL and waits."""
     allowed = set(LOOPBACK_HOSTS)
     if host not in ("127.0.0.1", "localhost", "::1"):
-        allowed.add(host.lower())
+        allowed.add(f"[{host.lower()}]" if ":" in host else host.lower())
     server = ThreadingHTTPServer((host, port), make_handler(Viewer(store), allowed))
     thread = threading.Thread(target=server.serve_forever, name="fxtr-viewer", daemon=True)
     thread.start()
@@ -236,8 +417,9 @@ def export_html(store: Store, job_id: str) -> str:
     in a JSON block of their own, parsed only when opened.
     """
     viewer = Viewer(store)
-    view = load_job(store, job_id)
-    job = viewer.job(job_id)
+    view = viewer.view(job_id)
+    job_head = viewer.job(job_id)
+    graph = viewer.graph(job_id)
     details = []
     index: dict[str, str] = {}
     for i, address in enumerate(sorted(view.invocations)):
@@ -248,10 +430,22 @@ def export_html(store: Store, job_id: str) -> str:
             f'<script type="application/json" id="{block_id}">{safe_json(detail)}</script>'
         )
     rows = invocation_rows(view, None, None, None, 0, len(view.invocations))["items"]
+    matrix = None
+    evaluation = evaluation_of(view.record)
+    if evaluation is not None:
+        matrix = result_matrix(evaluation, limit=len(evaluation["cells"]))
+        matrix["job_id"] = job_id
+        for i in range(len(evaluation["cells"])):
+            cell = cell_detail(store, job_id, evaluation, i, view.invocations)
+            details.append(
+                f'<script type="application/json" id="cell-{i}">{safe_json(cell)}</script>'
+            )
     data = {
         "mode": "export",
-        "jobs": [job["row"]],
-        "job": {job_id: job},
+        "jobs": [graph["row"]],
+        "job": {job_id: job_head},
+        "graph": {job_id: graph},
+        "matrix": {job_id: matrix},
         "invocations": {job_id: rows},
         "index": {job_id: index},
     }
@@ -268,7 +462,7 @@ def export_html(store: Store, job_id: str) -> str:
     )
     body = static_text("index.html")
     head, _, tail = body.partition("<!--app-->")
-    head = head.replace('<link rel="stylesheet" href="app.css">', f"<style>{style}</style>")
+    head = head.replace('<link rel="stylesheet" href="/app.css">', f"<style>{style}</style>")
     return (
         head.replace(
             "<head>", f'<head>\n<meta http-equiv="Content-Security-Policy" content="{csp}">', 1
@@ -276,5 +470,5 @@ def export_html(store: Store, job_id: str) -> str:
         + f'<script type="application/json" id="fxtr-data">{safe_json(data)}</script>\n'
         + "\n".join(details)
         + f"\n<script>{script}</script>"
-        + tail.replace('<script src="app.js"></script>', "")
+        + tail.replace('<script src="/app.js"></script>', "")
     )

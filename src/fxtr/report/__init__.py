@@ -4,7 +4,13 @@ What the pytest summary, the ``--fxtr-report`` JSON, the ``fxtr`` command and th
 is computed here once, from the store alone.
 """
 
-from fxtr.report._names import find_store, job_records, newest_first, resolve_job
+from fxtr.report._names import (
+    attempt_status,
+    find_store,
+    job_records,
+    newest_first,
+    resolve_job,
+)
 from fxtr.report._views import (
     JobView,
     cost_of_invocations,
@@ -20,6 +26,7 @@ from fxtr.report._views import (
 
 __all__ = [
     "JobView",
+    "attempt_status",
     "cost_of_invocations",
     "find_store",
     "format_usd",

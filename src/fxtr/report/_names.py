@@ -65,6 +65,15 @@ def newest_first(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(records, key=lambda r: (created_at(r), r["job_id"]), reverse=True)
 
 
+def attempt_status(record: dict[str, Any]) -> str | None:
+    """The status of a job's last attempt (``None`` when the record has none or is damaged)."""
+    attempts = record.get("attempts")
+    if isinstance(attempts, list) and attempts and isinstance(attempts[-1], dict):
+        status = attempts[-1].get("status")
+        return status if isinstance(status, str) else None
+    return None
+
+
 def eval_of(record: dict[str, Any]) -> str | None:
     """The eval a job ran for (``evaluation.eval`` of its record), if any."""
     evaluation = record.get("evaluation")

@@ -8,6 +8,7 @@ import json
 from collections import Counter, defaultdict
 from typing import Any
 
+from fxtr.report._evals import evaluation_of, gate_label, model_call_view
 from fxtr.store import Store
 from fxtr.tracing._jobgraph import source_op
 
@@ -114,10 +115,13 @@ def job_row(view: JobView) -> dict[str, Any]:
     ran = [i for i in invs if not i.get("from_cache") and i.get("started_at")]
     cost = cost_of_invocations(invs)
     commit = view.record.get("commit")
+    evaluation = evaluation_of(view.record)
     return {
         "job_id": view.job_id,
         "workflow": view.record.get("workflow"),
         "status": view.status,
+        "gate": gate_label(view.record),
+        "eval": evaluation.get("eval") if evaluation else None,
         "attempts": len(view.record.get("attempts", [])),
         "ran": len(ran),
         "cached": sum(1 for i in invs if i.get("from_cache")),
@@ -358,7 +362,7 @@ def invocation_detail(store: Store, view: JobView, address: str) -> dict[str, An
         "result": render_value(inv.get("result_text"), store),
         "logs": inv.get("logs") or [],
         "warnings": inv.get("warnings") or [],
-        "model_calls": inv.get("model_calls") or [],
+        "model_calls": [model_call_view(c) for c in inv.get("model_calls") or []],
         "started": _iso(started),
         "seconds": (ended - started) if started and ended else None,
         "input_tokens": inv.get("input_tokens", 0),

@@ -3,12 +3,15 @@
 (function () {
   "use strict";
 
-  var PAGE = 200;
+  var PAGE = 200, ROWS = 100;
   var embedded = document.getElementById("fxtr-data");
   var DATA = embedded ? JSON.parse(embedded.textContent) : null;
 
   function api(path, params) {
-    if (DATA) { return Promise.resolve(fromEmbedded(path, params || {})); }
+    if (DATA) {
+      try { return Promise.resolve(fromEmbedded(path, params || {})); }
+      catch (err) { return Promise.reject(err); }
+    }
     var query = new URLSearchParams(params || {}).toString();
     return fetch(path + (query ? "?" + query : "")).then(function (r) {
       return r.json().then(function (body) {
@@ -18,13 +21,25 @@
     });
   }
 
+  function only(jobId) {
+    if (DATA.job[jobId]) { return jobId; }
+    var ids = Object.keys(DATA.job);
+    if (jobId === "latest" || ids.length === 1) { return ids[0]; }
+    throw new Error("job " + jobId + " is not in this export");
+  }
+
   function fromEmbedded(path, params) {
     var m;
     if (path === "/api/jobs") { return DATA.jobs; }
     if (path === "/api/tasks") { return []; }
-    if ((m = path.match(/^\/api\/jobs\/([^/]+)$/))) { return DATA.job[decodeURIComponent(m[1])]; }
+    if ((m = path.match(/^\/api\/jobs\/([^/]+)$/))) { return DATA.job[only(decodeURIComponent(m[1]))]; }
+    if ((m = path.match(/^\/api\/jobs\/([^/]+)\/graph$/))) { return DATA.graph[only(decodeURIComponent(m[1]))]; }
+    if ((m = path.match(/^\/api\/jobs\/([^/]+)\/matrix$/))) { return embeddedMatrix(DATA.matrix[only(decodeURIComponent(m[1]))], params); }
+    if ((m = path.match(/^\/api\/jobs\/([^/]+)\/cell$/))) {
+      return JSON.parse(document.getElementById("cell-" + Number(params.index)).textContent);  // parsed only when opened
+    }
     if ((m = path.match(/^\/api\/jobs\/([^/]+)\/invocations$/))) {
-      var rows = DATA.invocations[decodeURIComponent(m[1])].filter(function (r) {
+      var rows = DATA.invocations[only(decodeURIComponent(m[1]))].filter(function (r) {
         return (!params.op || stripKeys(r.address) === params.op) &&
                (!params.status || r.status === params.status);
       });
@@ -32,10 +47,27 @@
       return { total: rows.length, offset: offset, items: rows.slice(offset, offset + PAGE) };
     }
     if ((m = path.match(/^\/api\/jobs\/([^/]+)\/invocation$/))) {
-      var block = DATA.index[decodeURIComponent(m[1])][params.address];
+      var block = DATA.index[only(decodeURIComponent(m[1]))][params.address];
       return JSON.parse(document.getElementById(block).textContent);  // parsed only when opened
     }
     throw new Error("not in this export: " + path);
+  }
+
+  // The export holds the whole matrix with each cell's flags (computed by fxtr); pages and
+  // filters are cut from it here.
+  function embeddedMatrix(full, params) {
+    if (!full) { throw new Error("this job has no results"); }
+    var show = params.show, q = (params.q || "").toLowerCase();
+    var rows = full.rows.filter(function (r) {
+      return (!show || r.cells.some(function (c) { return c && c[show]; })) &&
+             (!q || r.label.toLowerCase().indexOf(q) >= 0);
+    });
+    var offset = Number(params.offset || 0);
+    var out = {};
+    Object.keys(full).forEach(function (k) { out[k] = full[k]; });
+    out.total = rows.length; out.offset = offset; out.limit = ROWS;
+    out.rows = rows.slice(offset, offset + ROWS);
+    return out;
   }
 
   function stripKeys(address) {
@@ -71,28 +103,71 @@
   function show(nodes) { var m = main(); m.textContent = ""; nodes.forEach(function (n) { if (n) { m.appendChild(n); } }); }
   function fail(err) { show([el("p", { class: "notice", text: "Error: " + err.message })]); }
 
+  function num(v) {
+    if (v === null || v === undefined || typeof v !== "number" || isNaN(v)) { return "-"; }
+    var t = v.toFixed(3).replace(/0+$/, "").replace(/\.$/, "");
+    return t === "-0" ? "0" : t;
+  }
+  function signed(v) { var t = num(v); return (typeof v === "number" && v > 0) ? "+" + t : t; }
+  function label(key) {
+    var dims = Object.keys(key || {});
+    if (dims.length === 1) { return String(key[dims[0]]); }
+    return dims.map(function (d) { return d + "=" + key[d]; }).join(", ");
+  }
+  function go(hash) { location.hash = hash; }
+  function jobLink(id) { return "#/job/" + encodeURIComponent(id); }
+  function gateBadge(gate) {
+    if (!gate) { return null; }
+    var cls = gate === "gate passed" ? "badge ok" : "badge bad";
+    return el("span", { class: cls + " gate", text: gate });
+  }
+
   // jobs page ------------------------------------------------------------------------
   function jobsPage() {
     api("/api/jobs").then(function (jobs) {
-      var status = el("select", { id: "filter-status" }, ["", "succeeded", "failed", "needs_review", "error"].map(function (s) {
+      var status = el("select", { id: "filter-status" }, ["", "succeeded", "failed", "needs_review", "error", "running", "damaged"].map(function (s) {
         return el("option", { value: s, text: s || "any status" });
       }));
-      var workflow = el("input", { id: "filter-workflow", placeholder: "workflow" });
+      var workflow = el("input", { id: "filter-workflow", placeholder: "workflow or eval" });
+      var picked = [];
+      var compare = el("button", { id: "compare-picked", type: "button", text: "compare the two checked jobs", disabled: "disabled",
+        onclick: function () { if (picked.length === 2) { go("#/compare/" + encodeURIComponent(picked[0]) + "/" + encodeURIComponent(picked[1])); } } });
       var body = el("tbody");
-      var columns = ["job", "workflow", "status", "attempts", "ran", "cached", "failed", "tokens", "cost", "started", "commit"];
+      var columns = ["", "job", "workflow / eval", "status", "gate", "attempts", "ran", "cached", "failed", "tokens", "cost", "started", "commit"];
+      var numeric = ["attempts", "ran", "cached", "failed", "tokens", "cost"];
       var table = el("table", { id: "jobs" }, [el("thead", {}, [el("tr", {}, columns.map(function (c) {
-        return el("th", { text: c, class: ["attempts", "ran", "cached", "failed", "tokens", "cost"].indexOf(c) >= 0 ? "num" : "" });
+        return el("th", { text: c, class: numeric.indexOf(c) >= 0 ? "num" : "" });
       }))]), body]);
+      function pick(id, box) {
+        picked = picked.filter(function (p) { return p !== id; });
+        if (box.checked) { picked.push(id); }
+        if (picked.length > 2) { picked.shift(); }
+        Array.prototype.forEach.call(body.querySelectorAll("input.pick"), function (b) { b.checked = picked.indexOf(b.getAttribute("data-job")) >= 0; });
+        if (picked.length === 2) { compare.removeAttribute("disabled"); } else { compare.setAttribute("disabled", "disabled"); }
+      }
       function render() {
         body.textContent = "";
+        var needle = workflow.value.toLowerCase();
         var shown = jobs.filter(function (j) {
           return (!status.value || j.status === status.value) &&
-                 (!workflow.value || (j.workflow || "").indexOf(workflow.value) >= 0);
+                 (!needle || ((j.workflow || "") + " " + (j.eval || "")).toLowerCase().indexOf(needle) >= 0);
         }).slice(0, PAGE);
         shown.forEach(function (j) {
-          body.appendChild(el("tr", { class: "row", "data-job": j.job_id, onclick: function () { location.hash = "#/job/" + encodeURIComponent(j.job_id); } }, [
-            el("td", { text: j.job_id }), el("td", { text: j.workflow }),
+          var open = function () { go(jobLink(j.job_id)); };
+          var box = el("input", { type: "checkbox", class: "pick", "data-job": j.job_id, title: "pick for a comparison" });
+          box.addEventListener("click", function (ev) { ev.stopPropagation(); pick(j.job_id, box); });
+          if (j.status === "damaged") {
+            body.appendChild(el("tr", { class: "damaged", "data-job": j.job_id }, [el("td"), el("td", { text: j.job_id }),
+              el("td", { text: j.workflow || "" }), el("td", { text: "damaged", class: "status-failed" }),
+              el("td", { colspan: "9", class: "muted", text: j.error || "" })]));
+            return;
+          }
+          body.appendChild(el("tr", { class: "row" + (j.gate === "gate failed" || j.gate === "regressed" ? " gate-failed" : ""), "data-job": j.job_id, onclick: open }, [
+            el("td", {}, [box]),
+            el("td", { text: j.job_id, class: "mono" }),
+            el("td", {}, [el("div", { text: j.workflow || "" }), j.eval ? el("div", { class: "muted small", text: j.eval }) : null]),
             el("td", { text: j.status, class: "status-" + j.status }),
+            el("td", {}, [gateBadge(j.gate)]),
             el("td", { text: String(j.attempts), class: "num" }), el("td", { text: String(j.ran), class: "num" }),
             el("td", { text: String(j.cached), class: "num" }), el("td", { text: String(j.failed), class: "num" }),
             el("td", { text: String(j.tokens), class: "num" }), el("td", { text: usd(j.cost_usd), class: "num" }),
@@ -103,29 +178,270 @@
       status.addEventListener("change", render);
       workflow.addEventListener("input", render);
       render();
-      show([el("h1", { text: "Jobs" }), el("div", { class: "filters" }, [status, workflow]), table,
-            jobs.length > PAGE ? el("p", { class: "muted", text: "showing the first " + PAGE + "; filter to narrow" }) : null]);
+      show([el("h1", { text: "Jobs" }), el("div", { class: "filters" }, [status, workflow, compare]), el("div", { class: "scroll" }, [table]),
+            jobs.length > PAGE ? el("p", { class: "muted", text: "showing the newest " + PAGE + "; filter to narrow" }) : null]);
     }).catch(fail);
   }
 
   // job page -------------------------------------------------------------------------
-  function jobPage(jobId) {
-    api("/api/jobs/" + encodeURIComponent(jobId)).then(function (job) {
-      var row = job.row, graph = job.graph;
-      var head = el("div", {}, [
-        el("h1", { text: row.workflow + " · " + row.job_id }),
-        el("p", {}, [el("span", { text: row.status, class: "status-" + row.status }),
-          el("span", { class: "muted", text: " · attempt " + row.attempts + " · " + row.ran + " ran, " + row.cached +
-            " cached, " + row.failed + " failed · " + row.tokens + " tokens · " + usd(row.cost_usd) +
-            (row.commit ? " · commit " + row.commit : "") })])
+  function jobPage(ref, options) {
+    options = options || {};
+    api("/api/jobs/" + encodeURIComponent(ref)).then(function (job) {
+      var jobId = job.job_id, ev = job.evaluation, rec = job.record;
+      var title = ev ? (ev.eval || ev.workflow) : rec.workflow;
+      var head = el("div", { class: "job-head" }, [
+        el("h1", {}, [el("span", { text: title }), el("span", { class: "muted mono", text: " · " + jobId })]),
+        el("p", {}, [el("span", { text: job.status, class: "status-" + job.status }), gateBadge(job.gate),
+          el("span", { class: "muted", id: "job-facts", text: " · " + (ev ? rec.workflow + " · " : "") + "attempt " + (rec.attempts || []).length +
+            (rec.commit ? " · commit " + rec.commit.slice(0, 10) + (rec.dirty ? "*" : "") : "") })])
       ]);
-      var list = el("div", { id: "invocations" });
-      var drawing = graph.truncated ? tree(graph, jobId, list) : draw(graph, jobId, list);
-      show([head, graph.truncated ? el("p", { class: "notice", text: "This job has " + graph.nodes.length +
-        " operations, too many to draw; shown as a tree." }) : null, drawing, list]);
-      var failed = graph.nodes.filter(function (n) { return (n.counts.failed || 0) > 0; })[0];
-      listInvocations(jobId, failed ? failed.id : null, list, 0, failed ? "failed" : null);
+      var graphSection = el("section", { id: "graph-section" }, [el("h2", { text: "Operations" }), el("p", { class: "muted", text: "loading the operation graph…" })]);
+      if (!ev) {
+        show([head, graphSection]);
+        loadGraph(jobId, graphSection, true);
+        return;
+      }
+      var results = el("section", { id: "results" });
+      show([head, groupsTable(ev), results, graphSection]);
+      var compareTo = options.compare || (ev.baseline && ev.baseline.source === "store" ? ev.baseline.job_id : null);
+      matrixView(jobId, results, { compare: compareTo, show: options.show || null, offset: 0, q: "" }).then(function () {
+        loadGraph(jobId, graphSection, false);
+      });
     }).catch(fail);
+  }
+
+  function groupsTable(ev) {
+    if (!ev.groups || !ev.groups.length) { return null; }
+    var dims = (ev.group_dims || []).join(", ") || "group";
+    var rows = ev.groups.map(function (g) {
+      var interval = (g.low !== undefined && g.low !== null) ? "[" + num(g.low) + ", " + num(g.high) + "]" + (g.interval ? " " + g.interval : "") : "-";
+      var passed = g.threshold === null || g.threshold === undefined ? "no gate" : (g.passed ? "passed" : "failed");
+      var b = g.baseline || null;
+      return el("tr", { class: g.passed === false ? "group failed" : "group" }, [
+        el("td", { text: label(g.group) }), el("td", { class: "num", text: num(g.mean) }), el("td", { text: interval }),
+        el("td", { class: "num", text: g.n === undefined ? "-" : String(g.n) }), el("td", { class: "num", text: g.missing ? String(g.missing) : "0" }),
+        el("td", { class: "num", text: num(g.threshold) }),
+        el("td", { class: passed === "failed" ? "status-failed" : passed === "passed" ? "status-succeeded" : "muted", text: passed }),
+        el("td", { text: b ? signed(b.delta) + " (" + (b.verdict || "") + ")" : "" })
+      ]);
+    });
+    var gate = ev.gate || {};
+    var notes = [];
+    (gate.failed || []).forEach(function (f) { notes.push(el("li", { text: "gate failed: " + (typeof f === "string" ? f : label(f)) })); });
+    (gate.regressed || []).forEach(function (f) { notes.push(el("li", { text: "regressed: " + (typeof f === "string" ? f : label(f)) })); });
+    return el("section", { id: "groups" }, [el("h2", { text: "Scores by " + dims }),
+      el("table", { class: "groups" }, [el("thead", {}, [el("tr", {}, [dims, "mean", "interval", "n", "missing", "threshold", "gate", "vs baseline"].map(function (c, i) {
+        return el("th", { text: c, class: [1, 3, 4, 5].indexOf(i) >= 0 ? "num" : "" });
+      }))]), el("tbody", {}, rows)]),
+      notes.length ? el("ul", { class: "gate-notes" }, notes) : null]);
+  }
+
+  // the results matrix ---------------------------------------------------------------
+  function bucket(cell, range) {
+    if (!cell || cell.missing || cell.score === null) { return "sc-none"; }
+    var lo = range[0], hi = range[1];
+    var f = hi > lo ? (cell.score - lo) / (hi - lo) : (cell.score >= hi ? 1 : 0);
+    return "sc-" + Math.max(0, Math.min(10, Math.round(f * 10)));
+  }
+
+  function scoreRange(page) {
+    if (page.binary) { return [0, 1]; }
+    var lo = Infinity, hi = -Infinity;
+    page.rows.forEach(function (r) { r.cells.forEach(function (c) { if (c && c.score !== null && !c.missing) { lo = Math.min(lo, c.score); hi = Math.max(hi, c.score); } }); });
+    if (lo >= 0 && hi <= 1) { return [0, 1]; }
+    return lo === Infinity ? [0, 1] : [lo, hi];
+  }
+
+  function matrixView(jobId, box, state) {
+    var params = { offset: state.offset };
+    if (state.show) { params.show = state.show; }
+    if (state.q) { params.q = state.q; }
+    if (state.compare) { params.compare = state.compare; }
+    return api("/api/jobs/" + encodeURIComponent(jobId) + "/matrix", params).then(function (page) {
+      box.textContent = "";
+      var rerun = function (change) {
+        var next = {}; Object.keys(state).forEach(function (k) { next[k] = state[k]; });
+        Object.keys(change).forEach(function (k) { next[k] = change[k]; });
+        if (!("offset" in change)) { next.offset = 0; }
+        return matrixView(jobId, box, next);
+      };
+      var filters = [["", "all", page.counts.cases]].concat(["failed", "flaky", "missing", "changed"].filter(function (f) {
+        return f !== "changed" || page.comparison;
+      }).map(function (f) { return [f, f, page.counts[f]]; }));
+      var bar = el("div", { class: "filters", id: "matrix-filters" }, filters.map(function (f) {
+        return el("button", { type: "button", class: "filter" + ((state.show || "") === f[0] ? " active" : ""), "data-filter": f[0] || "all",
+          text: f[1] + " (" + f[2] + ")", onclick: function () { rerun({ show: f[0] || null }); } });
+      }));
+      var search = el("input", { id: "matrix-search", placeholder: "find a case", value: state.q || "" });
+      search.addEventListener("keydown", function (e) { if (e.key === "Enter") { rerun({ q: search.value }); } });
+      bar.appendChild(search);
+      if (page.comparison) {
+        bar.appendChild(el("span", { class: "muted", text: "compared with " }));
+        bar.appendChild(el("a", { href: jobLink(page.compare), class: "mono", text: page.compare }));
+        bar.appendChild(el("button", { type: "button", text: "hide comparison", onclick: function () { rerun({ compare: null, show: state.show === "changed" ? null : state.show }); } }));
+      }
+      var range = scoreRange(page);
+      var head = el("tr", {}, [el("th", { class: "case-head", text: (page.case_dims || []).join(", ") || "case" })].concat(page.columns.map(function (c) {
+        var stats = c.stats;
+        return el("th", { class: "col-head", title: label(c.group) }, [el("div", { text: c.label }),
+          stats ? el("div", { class: "muted small", text: "mean " + num(stats.mean) + (stats.passed === false ? " · failed" : "") }) : null]);
+      })));
+      var body = el("tbody");
+      page.rows.forEach(function (r) {
+        var tr = el("tr", { "data-case": r.label }, [el("th", { class: "case", text: r.label, title: label(r.case) })]);
+        r.cells.forEach(function (c, i) {
+          if (!c) { tr.appendChild(el("td", { class: "cell sc-none", text: "" })); return; }
+          var cls = "cell " + bucket(c, range) + (c.missing ? " missing" : "") + (c.flaky ? " flaky" : "") + (c.failed ? " failed" : "") + (c.changed ? " changed" : "");
+          var td = el("td", { class: cls, "data-index": String(c.index), "data-col": page.columns[i].label, tabindex: "0",
+            title: c.missing ? "missing: " + c.recorded + " of " + c.samples + " sample(s) recorded" : (c.verdict ? c.verdict.replace("_", " ") : "score " + num(c.score)) },
+            [el("span", { class: "score", text: c.missing ? (c.recorded ? c.text + " · missing" : "missing") : c.text }),
+             c.changed ? el("span", { class: "was", text: "was " + (c.baseline === null || c.baseline === undefined ? "absent" : c.baseline) }) : null]);
+          var open = function () { openCell(jobId, c.index, td); };
+          td.addEventListener("click", open);
+          td.addEventListener("keydown", function (e) { if (e.key === "Enter") { open(); } });
+          tr.appendChild(td);
+        });
+        body.appendChild(tr);
+      });
+      var table = el("table", { class: "matrix", id: "matrix" }, [el("thead", {}, [head]), body]);
+      var end = Math.min(page.offset + page.rows.length, page.total);
+      var pager = el("div", { class: "pager" }, [
+        page.offset > 0 ? el("button", { type: "button", text: "previous", onclick: function () { rerun({ offset: Math.max(0, page.offset - ROWS) }); } }) : null,
+        el("span", { class: "muted", id: "matrix-range", text: (page.total ? page.offset + 1 : 0) + "–" + end + " of " + page.total + " case(s)" }),
+        end < page.total ? el("button", { type: "button", text: "next", onclick: function () { rerun({ offset: page.offset + ROWS }); } }) : null
+      ]);
+      var legend = el("p", { class: "muted small", text: page.binary ? "Cells: samples passed of samples recorded (k/n); colour from all failed (red) to all passed (green)." :
+        "Cells: the mean score over samples; colour from low (red) to high (green)." });
+      box.appendChild(el("h2", { text: "Results: " + page.counts.cases + " case(s) × " + page.columns.length + " " + ((page.group_dims || []).join(", ") || "group") }));
+      [bar, legend, el("div", { class: "scroll" }, [table]), page.rows.length ? null : el("p", { class: "muted", text: "No case matches." }), pager].forEach(function (n) { if (n) { box.appendChild(n); } });
+    }).catch(function (err) { box.textContent = ""; box.appendChild(el("p", { class: "notice", text: "Error: " + err.message })); });
+  }
+
+  // a cell's panel: its invocations and their model calls ----------------------------
+  function openCell(jobId, index, td) {
+    api("/api/jobs/" + encodeURIComponent(jobId) + "/cell", { index: index }).then(function (d) {
+      Array.prototype.forEach.call(document.querySelectorAll("td.cell.selected"), function (s) { s.classList.remove("selected"); });
+      if (td) { td.classList.add("selected"); }
+      var panel = document.getElementById("panel");
+      panel.hidden = false;
+      panel.textContent = "";
+      panel.setAttribute("data-cell", String(index));
+      panel.removeAttribute("data-address");
+      var s = d.score || {};
+      var parts = [el("button", { class: "close", type: "button", text: "close", onclick: function () { panel.hidden = true; } }),
+        el("h2", { text: label(d.case) + " · " + label(d.group) }),
+        el("dl", { class: "kv" }, [el("dt", { text: "score" }), el("dd", { text: (s.text || "-") + (s.verdict ? " (" + s.verdict.replace("_", " ") + ")" : "") }),
+          el("dt", { text: d.sample_dim ? "per " + d.sample_dim : "values" }), el("dd", { class: "mono", text: d.values.map(function (v) { return v === null ? "missing" : num(v); }).join("  ") }),
+          el("dt", { text: "status" }), el("dd", { text: d.status || "" })])];
+      if (!d.invocations.length) { parts.push(el("p", { class: "muted", text: "No invocations are recorded for this cell." })); }
+      d.invocations.forEach(function (inv) {
+        var box = el("div", { class: "cell-invocation", "data-address": inv.address }, [
+          el("h3", {}, [el("span", { text: inv.step || inv.address }), el("span", { class: "status-" + inv.status, text: " " + inv.status + (inv.from_cache ? " · cached" : "") })]),
+          el("div", { class: "muted small mono", text: inv.address })]);
+        if (inv.error) { box.appendChild(el("pre", { class: "error", text: (inv.reason ? inv.reason + ": " : "") + inv.error })); }
+        (inv.model_calls || []).forEach(function (c) { box.appendChild(transcript(c)); });
+        if (inv.result !== undefined && inv.result !== null) {
+          box.appendChild(el("div", { class: "result-line" }, [el("span", { class: "muted", text: "result " }), value(inv.result)]));
+        }
+        box.appendChild(el("button", { type: "button", class: "link", text: "details", onclick: function () { openPanel(jobId, inv.address); } }));
+        parts.push(box);
+      });
+      parts.forEach(function (p) { panel.appendChild(p); });
+    }).catch(fail);
+  }
+
+  function transcript(c) {
+    var role = c.role || "subject";
+    var box = el("div", { class: "transcript role-" + role }, [el("div", { class: "call-head" }, [
+      el("strong", { text: (role === "judge" ? "judge · " : "") + (c.model || "model") }),
+      el("span", { class: "muted", text: " " + (c.status || "") + " · " + (c.input_tokens || 0) + " in / " + (c.output_tokens || 0) + " out tok · " +
+        (c.cost_usd === null || c.cost_usd === undefined ? "n/a" : usd(c.cost_usd)) })])]);
+    if (c.messages && c.messages.length) {
+      c.messages.forEach(function (m) {
+        box.appendChild(el("div", { class: "msg msg-" + m.role }, [el("div", { class: "who", text: m.role }), el("pre", { text: textOf(m.content) })]));
+      });
+    } else {
+      box.appendChild(el("p", { class: "muted small", text: "The messages of this call were not recorded." }));
+    }
+    if (c.reply !== undefined && c.reply !== null) {
+      box.appendChild(el("div", { class: "msg msg-reply" }, [el("div", { class: "who", text: "reply" }), el("pre", { class: "reply", text: textOf(c.reply) })]));
+    } else if (c.error) {
+      box.appendChild(el("pre", { class: "error", text: (c.reason ? c.reason + ": " : "") + c.error }));
+    }
+    return box;
+  }
+  function textOf(v) {
+    if (v === null || v === undefined) { return ""; }
+    if (typeof v === "string") { return v; }
+    if (v.kind === "text") { return v.text + "\n… " + v.omitted + " more characters"; }
+    return JSON.stringify(v);
+  }
+
+  // comparison page ------------------------------------------------------------------
+  function comparePage(a, b) {
+    api("/api/compare/" + encodeURIComponent(a) + "/" + encodeURIComponent(b)).then(function (cmp) {
+      var aId = cmp.a.job_id, bId = cmp.b.job_id;
+      var ev = cmp.b.evaluation || {};
+      var dims = (ev.group_dims || []).join(", ") || "group";
+      var rows = cmp.groups.map(function (g) {
+        var interval = (g.low === null || g.low === undefined) ? "-" : "[" + signed(g.low) + ", " + signed(g.high) + "]";
+        var verdict = g.verdict || "-";
+        return el("tr", { class: "verdict-" + verdict.replace(/ /g, "-"), "data-group": g.label }, [
+          el("td", { text: g.label }), el("td", { class: "num", text: num(g.baseline_mean) }), el("td", { class: "num", text: num(g.run_mean) }),
+          el("td", { class: "num", text: signed(g.delta) }), el("td", { text: interval }),
+          el("td", { class: "num", text: g.n_paired === undefined ? "-" : String(g.n_paired) }),
+          el("td", { class: "num", text: g.flipped.to_fail.length + " ↓ · " + g.flipped.to_pass.length + " ↑" }),
+          el("td", { class: "num", text: num(g.mde) }), el("td", { class: "verdict", text: verdict })
+        ]);
+      });
+      var table = el("table", { class: "groups", id: "comparison" }, [el("thead", {}, [el("tr", {}, [dims, "A mean", "B mean", "delta", "interval", "n paired", "flipped", "MDE", "verdict"].map(function (c) { return el("th", { text: c }); }))]), el("tbody", {}, rows)]);
+      var flips = el("section", { id: "flipped" }, [el("h2", { text: "Flipped cases" })]);
+      var any = false;
+      cmp.groups.forEach(function (g) {
+        [["pass → fail", g.flipped.to_fail, "to-fail"], ["fail → pass", g.flipped.to_pass, "to-pass"]].forEach(function (f) {
+          if (!f[1].length) { return; }
+          any = true;
+          flips.appendChild(el("div", { class: "flip " + f[2] }, [el("strong", { text: g.label + ": " + f[0] + " (" + f[1].length + ")" }),
+            el("ul", {}, f[1].slice(0, 200).map(function (c) { return el("li", { text: c }); }))]));
+        });
+        var only = [];
+        if (g.only_in_baseline) { only.push(count(g.only_in_baseline) + " only in A"); }
+        if (g.only_in_run) { only.push(count(g.only_in_run) + " only in B"); }
+        if (only.length) { flips.appendChild(el("p", { class: "muted", text: g.label + ": " + only.join(", ") + " (not paired)" })); }
+      });
+      if (!any) { flips.appendChild(el("p", { class: "muted", text: "No case flipped." })); }
+      var results = el("section", { id: "results" });
+      show([el("h1", { text: "B against A" + (ev.eval ? " · " + ev.eval : "") }),
+        el("p", {}, [el("span", { text: "A (baseline) " }), el("a", { href: jobLink(aId), class: "mono", text: aId }), gateBadge(cmp.a.gate),
+          el("span", { text: "  ·  B " }), el("a", { href: jobLink(bId), class: "mono", text: bId }), gateBadge(cmp.b.gate)]),
+        el("p", { class: "muted small", text: "Cases paired by key; delta = B − A with its " + "interval; regressed when the whole interval lies below −" + num(cmp.margin) + ", improved when above 0. MDE: the smallest difference these paired cases detect at 80% power." }),
+        el("div", { class: "scroll" }, [table]), flips, results]);
+      matrixView(bId, results, { compare: aId, show: "changed", offset: 0, q: "" });
+    }).catch(fail);
+  }
+  function count(v) { return Array.isArray(v) ? v.length : (typeof v === "object" && v ? Object.keys(v).length : v); }
+
+  // operation graph ------------------------------------------------------------------
+  function loadGraph(jobId, section, lead) {
+    return api("/api/jobs/" + encodeURIComponent(jobId) + "/graph").then(function (data) {
+      var row = data.row, graph = data.graph;
+      section.textContent = "";
+      var facts = document.getElementById("job-facts");
+      if (facts) {
+        facts.textContent = facts.textContent + " · " + row.ran + " ran, " + row.cached + " cached, " + row.failed + " failed · " + row.tokens + " tokens · " + usd(row.cost_usd);
+      }
+      var list = el("div", { id: "invocations" });
+      section.appendChild(el("h2", { text: "Operations" }));
+      if (graph.truncated) {
+        section.appendChild(el("p", { class: "notice", text: "This job has " + graph.nodes.length + " operations, too many to draw; shown as a tree." }));
+        section.appendChild(tree(graph, jobId, list));
+      } else {
+        section.appendChild(el("div", { class: "scroll graph-box" }, [draw(graph, jobId, list)]));
+      }
+      section.appendChild(list);
+      var failed = graph.nodes.filter(function (n) { return (n.counts.failed || 0) > 0; })[0];
+      if (lead || failed) { listInvocations(jobId, failed ? failed.id : null, list, 0, failed ? "failed" : null); }
+    }).catch(function (err) { section.textContent = ""; section.appendChild(el("p", { class: "notice", text: "Error: " + err.message })); });
   }
 
   function nodeLines(n) {
@@ -136,8 +452,24 @@
     return lines;
   }
 
+  // Labels are cut to what fits a node (the full text is the node's tooltip): a name wraps onto
+  // a second line, then ends in an ellipsis.
+  var W = 210, CHAR = 6.6;
+  function fit(text, width) {
+    var max = Math.floor(width / CHAR);
+    return text.length <= max ? text : text.slice(0, Math.max(1, max - 1)) + "…";
+  }
+  function wrap(text, width) {
+    var max = Math.floor(width / CHAR);
+    if (text.length <= max) { return [text]; }
+    var cut = text.lastIndexOf("/", max);
+    if (cut < max / 2) { cut = text.lastIndexOf(".", max); }
+    if (cut < max / 2) { cut = max; } else { cut += 1; }
+    return [text.slice(0, cut), fit(text.slice(cut), width)];
+  }
+
   function draw(graph, jobId, list) {
-    var W = 210, H = 76;
+    var H = 90;
     var width = 40 + Math.max.apply(null, graph.nodes.map(function (n) { return n.x + W; }).concat([300]));
     var height = 40 + Math.max.apply(null, graph.nodes.map(function (n) { return n.y + H; }).concat([120]));
     var root = svg("svg", { class: "graph", width: width, height: height, viewBox: "0 0 " + width + " " + height });
@@ -148,16 +480,21 @@
       if (!a || !b) { return; }
       var x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
       root.appendChild(svg("path", { class: "edge", d: "M" + x1 + "," + y1 + " C" + mx + "," + y1 + " " + mx + "," + y2 + " " + x2 + "," + y2 }));
-      root.appendChild(svg("text", { class: "param", x: mx - 20, y: (y1 + y2) / 2 - 4 }, e.param));
+      root.appendChild(svg("text", { class: "param", x: x2 - 4, y: y2 - 5, "text-anchor": "end" }, fit(e.param, 60)));
     });
     graph.nodes.forEach(function (n) {
       var failed = (n.counts.failed || 0) > 0;
       var g = svg("g", { class: "node kind-" + n.kind + (failed ? " failed" : ""), "data-op": n.id, transform: "translate(" + n.x + "," + n.y + ")" });
+      var name = n.name + (n.callee && n.callee !== n.name ? " (" + n.callee + ")" : "");
+      g.appendChild(svg("title", {}, n.id + (n.callee ? " · " + n.callee : "") + "\n" + nodeLines(n).join("\n")));
       g.appendChild(svg("rect", { width: W, height: H }));
-      g.appendChild(svg("text", { x: 8, y: 17 }, n.name + (n.callee && n.callee !== n.name ? "  (" + n.callee + ")" : "")));
-      nodeLines(n).forEach(function (line, i) { g.appendChild(svg("text", { class: "sub", x: 8, y: 35 + 15 * i }, line)); });
+      if (failed) { g.appendChild(svg("rect", { class: "fail-bar", width: 5, height: H })); }
+      var lines = wrap(name, W - 16);
+      lines.forEach(function (line, i) { g.appendChild(svg("text", { class: "name", x: 10, y: 17 + 14 * i }, line)); });
+      var y = 17 + 14 * lines.length + 2;
+      nodeLines(n).forEach(function (line, i) { g.appendChild(svg("text", { class: "sub", x: 10, y: y + 14 * i }, fit(line, W - 16))); });
       var reasons = Object.keys(n.reasons || {});
-      if (reasons.length) { g.appendChild(svg("text", { class: "reason", x: 8, y: 68 }, "reason: " + reasons.join(", "))); }
+      if (reasons.length) { g.appendChild(svg("text", { class: "reason", x: 10, y: H - 7 }, fit("reason: " + reasons.join(", "), W - 16))); }
       g.addEventListener("click", function () {
         Array.prototype.forEach.call(root.querySelectorAll(".node.selected"), function (s) { s.classList.remove("selected"); });
         g.classList.add("selected");
@@ -183,16 +520,16 @@
     if (status) { params.status = status; }
     api("/api/jobs/" + encodeURIComponent(jobId) + "/invocations", params).then(function (page) {
       list.textContent = "";
-      list.appendChild(el("h2", { text: (op || "all operations") + (status ? " · " + status : "") + " · " + page.total + " invocation(s)" }));
+      list.appendChild(el("h3", { text: (op || "all operations") + (status ? " · " + status : "") + " · " + page.total + " invocation(s)" }));
       var body = el("tbody");
       page.items.forEach(function (inv) {
         body.appendChild(el("tr", { class: "row invocation", "data-address": inv.address, onclick: function () { openPanel(jobId, inv.address); } }, [
-          el("td", { text: inv.address }), el("td", { text: inv.status, class: "status-" + inv.status }),
+          el("td", { text: inv.address, class: "mono" }), el("td", { text: inv.status, class: "status-" + inv.status }),
           el("td", { text: inv.from_cache ? "cached" : "" }), el("td", { text: inv.reason || "" }),
-          el("td", { text: inv.error || "" })
+          el("td", { text: inv.error || "", class: "wrap" })
         ]));
       });
-      list.appendChild(el("table", {}, [el("thead", {}, [el("tr", {}, ["address", "status", "", "reason", "error"].map(function (c) { return el("th", { text: c }); }))]), body]));
+      list.appendChild(el("div", { class: "scroll" }, [el("table", {}, [el("thead", {}, [el("tr", {}, ["address", "status", "", "reason", "error"].map(function (c) { return el("th", { text: c }); }))]), body])]));
       var pager = el("div", { class: "pager" }, [
         offset > 0 ? el("button", { text: "previous", onclick: function () { listInvocations(jobId, op, list, Math.max(0, offset - PAGE), status); } }) : null,
         el("span", { class: "muted", text: (page.total ? offset + 1 : 0) + "–" + Math.min(offset + PAGE, page.total) + " of " + page.total }),
@@ -230,6 +567,7 @@
       panel.hidden = false;
       panel.textContent = "";
       panel.setAttribute("data-address", d.address);
+      panel.removeAttribute("data-cell");
       var facts = [["step", d.step], ["status", d.status], ["reason", d.reason], ["category", d.category],
         ["from cache", d.from_cache ? "yes" : "no"], ["started", d.started], ["seconds", d.seconds === null ? null : d.seconds.toFixed(3)],
         ["tokens", d.input_tokens + " in / " + d.output_tokens + " out"], ["cost", usd(d.cost_usd)], ["attempt", d.attempt]];
@@ -245,7 +583,7 @@
         parts.push(el("div", { class: "value" }, [el("strong", { text: k }), d.inputs[k].recorded ? value(d.inputs[k].value) : el("span", { class: "muted", text: " (not recorded)" })]));
       });
       parts.push(el("h3", { text: "result" }), el("div", { class: "value result" }, [value(d.result)]));
-      if (d.model_calls.length) { parts.push(el("h3", { text: "model calls" }), el("pre", { text: d.model_calls.map(function (c) { return c.model + " " + c.status + " " + (c.input_tokens || 0) + "/" + (c.output_tokens || 0) + " tok " + usd(c.cost_usd === undefined ? null : c.cost_usd) + (c.reason ? " [" + c.reason + "] " + c.error : ""); }).join("\n") })); }
+      if (d.model_calls.length) { parts.push(el("h3", { text: "model calls" })); d.model_calls.forEach(function (c) { parts.push(transcript(c)); }); }
       if (d.traceback) { parts.push(el("h3", { text: "traceback" }), el("pre", { text: d.traceback })); }
       if (d.conflict) { parts.push(el("h3", { text: "conflict" }), el("pre", { text: d.conflict.summary })); }
       parts.forEach(function (p) { panel.appendChild(p); });
@@ -278,10 +616,17 @@
   }
 
   function route() {
-    var hash = location.hash || "#/", m;
-    if ((m = hash.match(/^#\/job\/(.+)$/))) { jobPage(decodeURIComponent(m[1])); }
-    else if ((m = hash.match(/^#\/task\/(.+)$/))) { taskPage(decodeURIComponent(m[1])); }
-    else if (hash === "#/tasks") { tasksPage(); }
+    var hash = location.hash || "", m, path = location.protocol === "file:" ? "/" : location.pathname;
+    var where = hash && hash !== "#" ? hash.slice(1) : path;
+    document.getElementById("panel").hidden = true;
+    if ((m = where.match(/^\/job\/([^/?]+)(?:\?(.*))?$/))) {
+      var opts = {};
+      new URLSearchParams(m[2] || location.search.slice(1)).forEach(function (v, k) { opts[k] = v; });
+      jobPage(decodeURIComponent(m[1]), opts);
+    }
+    else if ((m = where.match(/^\/compare\/([^/]+)\/([^/?]+)$/))) { comparePage(decodeURIComponent(m[1]), decodeURIComponent(m[2])); }
+    else if ((m = where.match(/^\/task\/(.+)$/))) { taskPage(decodeURIComponent(m[1])); }
+    else if (where === "/tasks") { tasksPage(); }
     else if (DATA && DATA.jobs.length === 1) { jobPage(DATA.jobs[0].job_id); }
     else { jobsPage(); }
   }

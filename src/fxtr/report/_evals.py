@@ -1,0 +1,379 @@
+"""Eval results read back from a job record's ``evaluation`` field: matrix, cells, comparisons.
+
+The plugin writes ``evaluation`` after gating (see interfaces.md): one cell per case and group
+with the per-sample scores. Everything here reads that field alone, so the results of a
+10,000-case job are shown without loading its invocations.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fxtr.store import Store
+
+MATRIX_PAGE = 100
+"""Rows (cases) per page of the results matrix."""
+FILTERS = ("failed", "flaky", "missing", "changed")
+"""The cell filters: a row is shown when one of its cells matches."""
+
+
+def evaluation_of(record: dict[str, Any]) -> dict[str, Any] | None:
+    """The ``evaluation`` field of a job record, when the job was an eval."""
+    evaluation = record.get("evaluation")
+    if isinstance(evaluation, dict) and isinstance(evaluation.get("cells"), list):
+        return evaluation
+    return None
+
+
+def key_label(key: dict[str, Any]) -> str:
+    """A case or group key as text: the value alone for one dimension, ``dim=value`` pairs else."""
+    if len(key) == 1:
+        return str(next(iter(key.values())))
+    return ", ".join(f"{dim}={value}" for dim, value in key.items())
+
+
+def _frozen(key: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted((str(k), str(v)) for k, v in key.items()))
+
+
+def is_binary(cells: list[dict[str, Any]]) -> bool:
+    """Whether every recorded score is 0 or 1 (so cells read as ``k/n``)."""
+    seen = False
+    for cell in cells:
+        for value in cell.get("values") or []:
+            if value is None:
+                continue
+            seen = True
+            if value not in (0, 1):
+                return False
+    return seen
+
+
+def format_score(value: float | None) -> str:
+    """A score as the matrix and ``fxtr compare`` print it: up to 3 decimals, no trailing 0s."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    text = f"{value:.3f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+def cell_score(
+    cell: dict[str, Any], *, binary: bool, threshold: float | None, sampled: bool
+) -> dict[str, Any]:
+    """What one matrix cell shows: its score (the mean over samples), ``k/n``, its flags."""
+    values = list(cell.get("values") or [])
+    present = [float(v) for v in values if v is not None]
+    mean = sum(present) / len(present) if present else None
+    missing = cell.get("status") == "missing" or not present
+    out: dict[str, Any] = {
+        "score": mean,
+        "samples": len(values),
+        "recorded": len(present),
+        "missing": missing,
+        "k": None,
+        "n": None,
+        "verdict": None,
+    }
+    if binary and present:
+        k = sum(1 for v in present if v == 1)
+        out.update(k=k, n=len(present))
+        out["verdict"] = (
+            "stable_pass" if k == len(present) else "stable_fail" if k == 0 else "flaky"
+        )
+    if binary and present and (sampled or len(values) > 1):
+        out["text"] = f"{out['k']}/{out['n']}"
+    else:
+        out["text"] = format_score(mean)
+    if binary:
+        out["failed"] = bool(present) and out["k"] < out["n"]
+    else:
+        out["failed"] = mean is not None and threshold is not None and mean < threshold
+    out["flaky"] = out["verdict"] == "flaky"
+    return out
+
+
+def _thresholds(evaluation: dict[str, Any]) -> dict[tuple[tuple[str, str], ...], float | None]:
+    out: dict[tuple[tuple[str, str], ...], float | None] = {}
+    for group in evaluation.get("groups") or []:
+        if isinstance(group, dict) and isinstance(group.get("group"), dict):
+            out[_frozen(group["group"])] = group.get("threshold")
+    return out
+
+
+def cell_table(evaluation: dict[str, Any]) -> dict[str, Any]:
+    """Columns (group keys), rows (case keys) and the scored cells of an evaluation."""
+    cells = [c for c in evaluation.get("cells") or [] if isinstance(c, dict)]
+    binary = is_binary(cells)
+    sampled = bool(evaluation.get("sample_dim"))
+    thresholds = _thresholds(evaluation)
+    columns: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+    rows: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+    scored: dict[tuple[Any, Any], dict[str, Any]] = {}
+    for index, cell in enumerate(cells):
+        group, case = cell.get("group") or {}, cell.get("case") or {}
+        gkey, ckey = _frozen(group), _frozen(case)
+        columns.setdefault(gkey, {"group": group, "label": key_label(group)})
+        rows.setdefault(ckey, {"case": case, "label": key_label(case)})
+        score = cell_score(cell, binary=binary, threshold=thresholds.get(gkey), sampled=sampled)
+        scored[(ckey, gkey)] = {**score, "index": index}
+    return {"columns": columns, "rows": rows, "cells": scored, "binary": binary}
+
+
+def _changed(mine: dict[str, Any] | None, theirs: dict[str, Any] | None) -> bool:
+    if mine is None or theirs is None:
+        return (mine is None) != (theirs is None)
+    if mine["missing"] or theirs["missing"]:
+        return bool(mine["missing"]) != bool(theirs["missing"])
+    a, b = mine["score"], theirs["score"]
+    return a is not None and b is not None and abs(a - b) > 1e-12
+
+
+def result_matrix(
+    evaluation: dict[str, Any],
+    *,
+    baseline: dict[str, Any] | None = None,
+    show: str | None = None,
+    query: str | None = None,
+    offset: int = 0,
+    limit: int = MATRIX_PAGE,
+) -> dict[str, Any]:
+    """One page of the results matrix: cases (rows) by the values of the group dims (columns).
+
+    Args:
+        evaluation: the job's ``evaluation`` field.
+        baseline: another job's ``evaluation``; cells whose score differs are ``changed``.
+        show: one of ``FILTERS``: only rows with a cell that matches.
+        query: only rows whose case label contains this text (case-insensitive).
+        offset: the first row of the page.
+        limit: rows per page.
+
+    Raises:
+        ValueError: an unknown filter, or ``changed`` without a baseline.
+    """
+    if show is not None and show not in FILTERS:
+        msg = f"Unknown filter {show!r}; valid filters: {', '.join(FILTERS)}."
+        raise ValueError(msg)
+    if show == "changed" and baseline is None:
+        msg = "The 'changed' filter needs a comparison: open the job with ?compare=JOB."
+        raise ValueError(msg)
+    table = cell_table(evaluation)
+    other = cell_table(baseline) if baseline is not None else None
+    columns = list(table["columns"])
+    counts = dict.fromkeys(FILTERS, 0)
+    shown: list[dict[str, Any]] = []
+    needle = (query or "").lower()
+    for ckey, row in table["rows"].items():
+        cells: list[dict[str, Any] | None] = []
+        flags: set[str] = set()
+        for gkey in columns:
+            cell = table["cells"].get((ckey, gkey))
+            if cell is not None:
+                cell = dict(cell)
+                if other is not None:
+                    before = other["cells"].get((ckey, gkey))
+                    cell["baseline"] = before["text"] if before else None
+                    cell["changed"] = _changed(cell, before)
+                for flag in FILTERS:
+                    if cell.get(flag):
+                        flags.add(flag)
+            cells.append(cell)
+        for flag in flags:
+            counts[flag] += 1
+        if show and show not in flags:
+            continue
+        if needle and needle not in row["label"].lower():
+            continue
+        shown.append({**row, "cells": cells})
+    groups = {_frozen(g["group"]): g for g in evaluation.get("groups") or [] if "group" in g}
+    return {
+        "columns": [
+            {**table["columns"][g], "stats": groups.get(g)} for g in columns
+        ],
+        "group_dims": evaluation.get("group_dims") or [],
+        "case_dims": evaluation.get("case_dims") or [],
+        "binary": table["binary"],
+        "counts": {"cases": len(table["rows"]), **counts},
+        "comparison": other is not None,
+        "total": len(shown),
+        "offset": offset,
+        "limit": limit,
+        "rows": shown[offset : offset + limit],
+    }
+
+
+def evaluation_summary(evaluation: dict[str, Any]) -> dict[str, Any]:
+    """What an eval job's page heads with: dims, groups, gate and baseline, without cells."""
+    return {
+        "eval": evaluation.get("eval"),
+        "workflow": evaluation.get("workflow"),
+        "case_dims": evaluation.get("case_dims") or [],
+        "group_dims": evaluation.get("group_dims") or [],
+        "sample_dim": evaluation.get("sample_dim"),
+        "groups": evaluation.get("groups") or [],
+        "gate": evaluation.get("gate"),
+        "baseline": evaluation.get("baseline"),
+        "cells": len(evaluation.get("cells") or []),
+    }
+
+
+def gate_label(record: dict[str, Any]) -> str | None:
+    """``gate failed`` / ``gate passed`` / ``regressed`` for a job record, ``None`` if not gated."""
+    evaluation = record.get("evaluation")
+    if not isinstance(evaluation, dict):
+        return None
+    gate = evaluation.get("gate")
+    if not isinstance(gate, dict) or "passed" not in gate:
+        return None
+    if gate.get("regressed"):
+        return "regressed"
+    return "gate passed" if gate["passed"] else "gate failed"
+
+
+def cell_detail(
+    store: Store, job_id: str, evaluation: dict[str, Any], index: int, invocations: dict[str, Any]
+) -> dict[str, Any]:
+    """One matrix cell: its key, scores and invocations with their model calls' conversations.
+
+    Raises:
+        KeyError: the evaluation has no cell at that index.
+    """
+    from fxtr.report._views import render_value  # _views imports this module
+
+    cells = evaluation.get("cells") or []
+    if not 0 <= index < len(cells):
+        msg = f"Job {job_id} has no result cell {index} (it has {len(cells)})."
+        raise KeyError(msg)
+    cell = cells[index]
+    table = cell_table(evaluation)
+    score = table["cells"].get((_frozen(cell.get("case") or {}), _frozen(cell.get("group") or {})))
+    out_invocations = []
+    for address in cell.get("addresses") or []:
+        inv = invocations.get(address)
+        if inv is None:
+            out_invocations.append({"address": address, "status": "not recorded"})
+            continue
+        out_invocations.append(
+            {
+                "address": address,
+                "step": inv.get("step"),
+                "status": inv.get("status"),
+                "from_cache": bool(inv.get("from_cache")),
+                "reason": inv.get("reason"),
+                "error": inv.get("error"),
+                "result": render_value(inv.get("result_text"), store),
+                "model_calls": [model_call_view(c) for c in inv.get("model_calls") or []],
+            }
+        )
+    return {
+        "job_id": job_id,
+        "index": index,
+        "group": cell.get("group") or {},
+        "case": cell.get("case") or {},
+        "values": cell.get("values") or [],
+        "status": cell.get("status"),
+        "score": score,
+        "sample_dim": evaluation.get("sample_dim"),
+        "invocations": out_invocations,
+    }
+
+
+MAX_TEXT = 20_000
+"""Characters of a message or reply shown; the rest is counted (capture cuts there too)."""
+
+
+def _short(text: Any) -> Any:
+    if isinstance(text, str) and len(text) > MAX_TEXT:
+        return {"kind": "text", "text": text[:MAX_TEXT], "omitted": len(text) - MAX_TEXT}
+    return text
+
+
+def model_call_view(call: dict[str, Any]) -> dict[str, Any]:
+    """A model call as the panels show it: usage, and its messages and reply (long ones cut)."""
+    keys = (
+        "model",
+        "provider",
+        "role",
+        "status",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "reason",
+        "category",
+        "error",
+        "started_at",
+        "ended_at",
+    )
+    out = {k: call.get(k) for k in keys if k in call}
+    messages = call.get("messages")
+    if isinstance(messages, list):
+        out["messages"] = [
+            {"role": str(m.get("role")), "content": _short(_content(m.get("content")))}
+            for m in messages
+            if isinstance(m, dict)
+        ]
+    if "reply" in call:
+        out["reply"] = _short(call.get("reply"))
+    return out
+
+
+def _content(content: Any) -> Any:
+    if isinstance(content, str) or content is None:
+        return content
+    if isinstance(content, list):  # content parts: show their text
+        parts = [p.get("text") if isinstance(p, dict) else p for p in content]
+        return "\n".join(str(p) for p in parts if p is not None)
+    return str(content)
+
+
+def _group_means(evaluation: dict[str, Any]) -> dict[tuple[tuple[str, str], ...], float | None]:
+    """Each group's mean: from its score group when recorded, else over its case means."""
+    out: dict[tuple[tuple[str, str], ...], float | None] = {}
+    for group in evaluation.get("groups") or []:
+        if isinstance(group, dict) and isinstance(group.get("group"), dict):
+            out[_frozen(group["group"])] = group.get("mean")
+    table = cell_table(evaluation)
+    for gkey in table["columns"]:
+        if out.get(gkey) is None:
+            means = [
+                c["score"]
+                for (_, g), c in table["cells"].items()
+                if g == gkey and c["score"] is not None and not c["missing"]
+            ]
+            out[gkey] = sum(means) / len(means) if means else None
+    return out
+
+
+def compare_evaluations(
+    baseline: dict[str, Any],
+    run: dict[str, Any],
+    *,
+    margin: float = 0.0,
+    confidence: float = 0.95,
+) -> list[dict[str, Any]]:
+    """Section 8's comparison of ``run`` against ``baseline``, one row per group.
+
+    Each row is ``fxtr.scores.compare``'s group dict plus ``group``, ``label``,
+    ``baseline_mean`` and ``run_mean`` (the two groups' means).
+    """
+    from fxtr.scores import compare
+
+    rows = compare(baseline["cells"], run["cells"], margin=margin, confidence=confidence)
+    before, after = _group_means(baseline), _group_means(run)
+    out = []
+    for row in rows:
+        group = row.get("group")
+        if isinstance(group, list | tuple):  # a group key of (dim, key) pairs
+            group = dict(group)
+        group = dict(group or {})
+        key = _frozen(group)
+        out.append(
+            {
+                **row,
+                "group": group,
+                "label": key_label(group) if group else "all",
+                "baseline_mean": before.get(key, row.get("mean")),
+                "run_mean": after.get(key),
+            }
+        )
+    return out
