@@ -124,7 +124,9 @@ def make_eval_job(
     inputs = {
         "model": Array.from_mapping({m: m for m in models}, dims=["model"], value_type=str),
         "case": Array.from_mapping(cases, dims=["case"], value_type=str),
-        "sample": Array.from_mapping({s: s for s in range(samples)}, dims=["sample"], value_type=int),
+        "sample": Array.from_mapping(
+            {s: s for s in range(samples)}, dims=["sample"], value_type=int
+        ),
         "variant": variant,
     }
     result = run(

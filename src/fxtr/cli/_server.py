@@ -179,8 +179,12 @@ class Viewer:
             except (KeyError, ValueError, TypeError) as exc:  # one damaged job hides no other
                 log.warning("skipped job %s: %s", record.get("job_id"), exc)
                 rows.append(
-                    {"job_id": record["job_id"], "workflow": record.get("workflow"),
-                     "status": "damaged", "error": f"{type(exc).__name__}: {exc}"}
+                    {
+                        "job_id": record["job_id"],
+                        "workflow": record.get("workflow"),
+                        "status": "damaged",
+                        "error": f"{type(exc).__name__}: {exc}",
+                    }
                 )
         return rows
 

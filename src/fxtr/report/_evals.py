@@ -187,9 +187,7 @@ def result_matrix(
         shown.append({**row, "cells": cells})
     groups = {_frozen(g["group"]): g for g in evaluation.get("groups") or [] if "group" in g}
     return {
-        "columns": [
-            {**table["columns"][g], "stats": groups.get(g)} for g in columns
-        ],
+        "columns": [{**table["columns"][g], "stats": groups.get(g)} for g in columns],
         "group_dims": evaluation.get("group_dims") or [],
         "case_dims": evaluation.get("case_dims") or [],
         "binary": table["binary"],
