@@ -2,40 +2,57 @@
 
 ``graph.compile(checkpointer=FluxCheckpointer(client))`` in place of ``InMemorySaver()``:
 checkpoints are stored exactly as the in-memory saver stores them (it *is* one), and each
-super-step becomes a ``superstep N`` node with one ``step`` node per LangGraph task, under the
-current ``client.task()`` (or a task per LangGraph thread id).
+super-step becomes a ``superstep N`` node with one ``step`` node per LangGraph task that ran,
+under the current ``client.task()`` (or a task per LangGraph thread id).
 
-How the mirror learns what happened, from the two calls LangGraph makes:
+What the mirror is told, and by whom:
 
-- ``put(checkpoint)`` after each super-step: the tasks the next super-step will run are read
-  from the checkpoint (a ``branch:to:NODE`` channel for each triggered node, the
-  ``__pregel_tasks`` channel for ``Send`` packets), and created as running nodes; the
-  previous super-step is closed (tasks that wrote nothing succeeded).
-- ``put_writes(writes, task_id, task_path)`` when a task finishes: a write to ``__error__``
-  carries the exception of a task that raised (LangGraph never calls ``put`` for that
-  super-step), so the node fails with ``fxtr.tracing.classify``'s reason and the siblings
-  still running are ``cancelled``; ``__interrupt__`` marks an interrupted task. A task id
-  that already failed, written again after ``invoke(None, config)``, is a new node in the
-  current task whose ``depends_on`` is the failed one.
+- ``put_writes(config, writes, task_id, task_path)``: a task finished. ``config`` names the
+  checkpoint its super-step started from, ``task_id`` is LangGraph's own id for the task
+  (derived from that checkpoint, so a rerun of the same task has the same id). An
+  ``__error__`` write carries the exception (a ``CancelledError`` for a sibling LangGraph cut
+  short), ``__interrupt__`` an ``interrupt()``.
+- ``put(config, checkpoint, metadata)``: a super-step completed; ``config`` names the
+  checkpoint it started from (its lineage parent), so every task of that super-step that is
+  still open succeeded.
+- ``get_tuple(config)`` at the start of every run (and of every subgraph run): a new attempt
+  of that thread and namespace; work recorded by an earlier attempt is final.
+- A LangChain callback handler (LangGraph runs every task as a LangChain run): a task
+  started (its real start time; model calls and ``client.step`` blocks made inside the node
+  go under its node), ended, or raised (every ``RetryPolicy`` attempt is a node); the graph's
+  run ended. The handler is installed through ``langchain_core``'s configure hook from the
+  context where the checkpointer was made or last used; where it is not installed, the
+  checkpointer's calls alone still give every outcome.
 
-Known limits (LangGraph never tells a checkpointer): a ``RetryPolicy``'s intermediate
-attempts (only the last outcome is written); errors raised outside any task (input
-validation, the graph's own code); how long a task ran before its super-step started (task
-start times are the super-step's start). Wrap a node's body in ``client.step(...)`` to see
-those. Recording is synchronous and thread-safe, and never fails the user's run: a
-bookkeeping error is logged and swallowed.
+Events are matched by LangGraph's task ids and checkpoint lineage, never by arrival order:
+writes may arrive before their super-step's checkpoint or after the next one (LangGraph saves
+in the background). A task id already recorded as finished in an earlier attempt (after
+``invoke(None, config)`` or ``Command(resume=...)``) is a new node whose ``depends_on`` is the
+earlier node, when both are in the same task graph.
+
+Known limits: errors raised outside any task (input validation, the graph's own code) are
+not tasks; without the callback handler, a node that writes nothing is not seen and task
+start times are unknown (the super-step's); under ``durability="exit"`` without the handler,
+only the last super-step's writes reach the checkpointer. Recording is synchronous and
+thread-safe, and never fails the user's run: a bookkeeping error is logged and swallowed.
 """
 
 from __future__ import annotations
 
+import asyncio
+import collections
+import contextvars
 import logging
 import threading
-import time
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
 try:
+    from langchain_core.callbacks import BaseCallbackHandler
+    from langchain_core.tracers.context import register_configure_hook
     from langgraph.checkpoint.memory import InMemorySaver
+    from langgraph.errors import GraphBubbleUp, GraphInterrupt
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     msg = (
         "fxtr.integrations.langgraph needs LangGraph, which is not installed. Install it "
@@ -44,34 +61,78 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(msg) from exc
 
 from fxtr.tracing._client import Client, TaskScope
-from fxtr.tracing._graph import Node, TaskGraph
+from fxtr.tracing._graph import Node, NodeStatus, TaskGraph
 from fxtr.tracing._recorder import current_frame
 
 log = logging.getLogger("fxtr.langgraph")
 
 ERROR = "__error__"
 INTERRUPT = "__interrupt__"
+RESUME = "__resume__"
+SCHEDULED = "__scheduled__"
 TASKS = "__pregel_tasks"
 PULL = "__pregel_pull"
 PUSH = "__pregel_push"
-BRANCH = "branch:to:"
-_INTERNAL = ("__start__", "__end__")
+_BOOKKEEPING = frozenset({RESUME, SCHEDULED, "__error_source_node__"})
+"""Channels LangGraph writes for a task that say nothing about how it ran."""
+_INTERNAL = frozenset({"__start__", "__end__"})
+MAX_TASKS = 2048
+"""Task records kept per thread (the oldest finished ones are dropped)."""
+MAX_STEPS = 512
+"""Super-step records kept per thread (the oldest closed ones are dropped)."""
 
 __all__ = ["FluxCheckpointer"]
 
+Frame = tuple[TaskGraph, str]
 
-class _Superstep:
-    """The mirror of one LangGraph super-step: its node and its tasks by path."""
 
-    def __init__(self, graph: TaskGraph, node: Node, sends: list[Any]) -> None:
+class _Step:
+    """One execution of a super-step: its node and the tasks that ran in it."""
+
+    def __init__(
+        self, ns: str, number: int | None, generation: int, graph: TaskGraph, node: Node
+    ) -> None:
+        self.ns = ns
+        self.number = number
+        self.generation = generation
+        self.checkpoint_id: str | None = None
+        """The checkpoint it started from, once LangGraph named it."""
         self.graph = graph
         self.node = node
-        self.sends = sends
-        self.tasks: dict[str, Node] = {}
-        """Task nodes by path key (``pull:NAME`` or ``push:INDEX``)."""
-        self.failed = False
-        self.resumed = False
-        """Made for a rerun (``invoke(None, config)``) of a super-step that failed."""
+        self.tasks: list[_Task] = []
+        self.closed = False
+
+
+class _Task:
+    """One execution of a LangGraph task (one node, one ``RetryPolicy`` attempt)."""
+
+    def __init__(self, task_id: str, step: _Step, node: Node, generation: int) -> None:
+        self.task_id = task_id
+        self.step = step
+        self.node = node
+        self.generation = generation
+        self.seen_by_handler = False
+
+
+class _Thread:
+    """Everything the mirror keeps about one LangGraph thread id (bounded)."""
+
+    def __init__(self) -> None:
+        self.generation: dict[str, int] = {}
+        """Attempt number by checkpoint namespace, raised at each run's ``get_tuple``."""
+        self.scope: dict[str, Frame] = {}
+        """Where the current run of a namespace records (for the root namespace)."""
+        self.open: dict[str, list[_Step]] = {}
+        """Super-steps not closed yet, by namespace."""
+        self.steps: collections.OrderedDict[tuple[str, str], _Step] = collections.OrderedDict()
+        """The last execution of the super-step started from each checkpoint."""
+        self.numbers: collections.OrderedDict[tuple[str, str], int] = collections.OrderedDict()
+        """Super-step number of the step that starts from each checkpoint."""
+        self.sends: collections.OrderedDict[tuple[str, str], list[Any]] = collections.OrderedDict()
+        """The ``Send`` packets stored in each checkpoint (they name its push tasks)."""
+        self.tasks: collections.OrderedDict[str, _Task] = collections.OrderedDict()
+        """The last execution of each task id."""
+        self.root: TaskScope | None = None
 
 
 class FluxCheckpointer(InMemorySaver):
@@ -81,170 +142,546 @@ class FluxCheckpointer(InMemorySaver):
         super().__init__(**kwargs)
         self.client = client
         self._lock = threading.RLock()
-        self._steps: dict[tuple[str, str, str], _Superstep] = {}
-        """Super-steps by (thread id, checkpoint ns, the checkpoint id they start from)."""
-        self._latest: dict[tuple[str, str], _Superstep] = {}
-        """The super-step running now, by (thread id, checkpoint ns)."""
-        self._by_task_id: dict[str, Node] = {}
-        """The last node of each LangGraph task id (a rerun depends on it)."""
-        self._thread_tasks: dict[str, TaskScope] = {}
+        self._threads: dict[str, _Thread] = {}
+        _watch_here()
 
-    # the two calls LangGraph makes ----------------------------------------------------
+    # the calls LangGraph makes --------------------------------------------------------
+
+    def get_tuple(self, config: Any) -> Any:
+        """Read a checkpoint; when a run starts, begin a new attempt of its thread."""
+        result = super().get_tuple(config)
+        if _RUNTIME in config.get("configurable", {}):
+            self._guard(self._on_run_start, config)
+        return result
 
     def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
-        """Store the checkpoint, then mirror it (close the last super-step, plan the next)."""
+        """Store the checkpoint, then close the super-steps it completes."""
         result = super().put(config, checkpoint, metadata, new_versions)
-        try:
-            self._on_checkpoint(config, checkpoint, metadata)
-        except Exception:  # the user's run must never fail because of the mirror
-            log.warning("fxtr could not mirror a LangGraph checkpoint", exc_info=True)
+        self._guard(self._on_checkpoint, config, checkpoint, metadata)
         return result
 
     def put_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str = ""
     ) -> None:
-        """Store a task's writes, then mirror its outcome (failed on an ``__error__`` write)."""
+        """Store a task's writes, then mirror its outcome."""
         super().put_writes(config, writes, task_id, task_path)
+        self._guard(self._on_writes, config, writes, task_id, task_path)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete a thread's checkpoints and what the mirror kept about it."""
+        super().delete_thread(thread_id)
+        with self._lock:
+            self._threads.pop(str(thread_id), None)
+
+    def _guard(self, fn: Any, *args: Any) -> Any:
         try:
-            self._on_writes(config, writes, task_id, task_path)
-        except Exception:
-            log.warning("fxtr could not mirror a LangGraph task's writes", exc_info=True)
+            return fn(*args)
+        except Exception:  # the user's run must never fail because of the mirror
+            log.warning("fxtr could not mirror a LangGraph event", exc_info=True)
+            return None
 
-    # mirroring ------------------------------------------------------------------------
+    # runs and scopes ------------------------------------------------------------------
 
-    def _scope(self, thread_id: str) -> tuple[TaskGraph, str]:
+    def _thread(self, thread_id: str) -> _Thread:
+        state = self._threads.get(thread_id)
+        if state is None:
+            state = self._threads[thread_id] = _Thread()
+        return state
+
+    def _on_run_start(self, config: Any) -> None:
+        configurable = config["configurable"]
+        if "thread_id" not in configurable:
+            return
+        thread_id = str(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "") or ""
+        _watch_here()
+        _WATCHER.claim(self, thread_id, ns)
+        with self._lock:
+            state = self._thread(thread_id)
+            self._finish_attempt(state, ns)
+            state.generation[ns] = state.generation.get(ns, 0) + 1
+            if not ns:
+                state.scope[ns] = self._frame_here(thread_id, state)
+
+    def _on_run_end(self, thread_id: str, ns: str) -> None:
+        """The handler saw the run of ``ns`` end: what it left open is final."""
+        with self._lock:
+            state = self._threads.get(thread_id)
+            if state is not None:
+                self._finish_attempt(state, ns)
+                self._settle_root(state)
+
+    def _frame_here(self, thread_id: str, state: _Thread) -> Frame:
         frame = current_frame.get()
         if frame is not None:
             return frame
-        scope = self._thread_tasks.get(thread_id)
-        if scope is None:
+        if state.root is None:
             graph = self.client._new_graph(f"langgraph-{thread_id}")
             node = graph.start("task", f"langgraph thread {thread_id}", None)
-            scope = self._thread_tasks[thread_id] = TaskScope(graph, node)
-        return scope.graph, scope.node.id
+            state.root = TaskScope(graph, node)
+        return state.root.graph, state.root.node.id
 
-    def _parent_for(self, thread_id: str, ns: str) -> tuple[TaskGraph, str]:
-        """Where a super-step goes: under the task node of its subgraph, or the task."""
+    def _scope_for(self, thread_id: str, state: _Thread, ns: str) -> Frame:
+        """Where a super-step of ``ns`` goes: under the task that runs the subgraph."""
         if ns:
-            outer_ns, _, last = ns.rpartition("|")
-            name = last.split(":", 1)[0]
-            outer = self._latest.get((thread_id, outer_ns))
-            if outer is not None:
-                for node in reversed(list(outer.tasks.values())):
-                    if node.name == name:
-                        return outer.graph, node.id
-        return self._scope(thread_id)
+            parent = state.tasks.get(_task_id_of(ns))
+            if parent is not None:
+                return parent.step.graph, parent.node.id
+        scope = state.scope.get("")
+        return scope if scope is not None else self._frame_here(thread_id, state)
 
-    def _on_checkpoint(self, config: Any, checkpoint: Any, metadata: Any) -> None:
-        configurable = config.get("configurable", {})
-        thread_id = str(configurable.get("thread_id", ""))
-        ns = configurable.get("checkpoint_ns", "")
-        with self._lock:
-            previous = self._latest.pop((thread_id, ns), None)
-            if previous is not None:
-                self._close(previous)
-            values = checkpoint.get("channel_values", {})
-            sends = list(values.get(TASKS) or [])
-            pulls = [c[len(BRANCH) :] for c in values if c.startswith(BRANCH)]
-            planned = [(f"pull:{n}", n) for n in pulls if n not in _INTERNAL]
-            planned += [(f"push:{i}", getattr(s, "node", "send")) for i, s in enumerate(sends)]
-            if not planned:
-                return
-            graph, parent = self._parent_for(thread_id, ns)
-            number = int(metadata.get("step", -1)) + 1
-            node = graph.start("superstep", f"superstep {number}", parent, namespace=ns)
-            step = _Superstep(graph, node, sends)
-            for key, name in planned:
-                step.tasks[key] = graph.start("step", name, node.id, langgraph_path=key)
-            self._steps[(thread_id, ns, checkpoint["id"])] = step
-            self._latest[(thread_id, ns)] = step
+    # super-steps ----------------------------------------------------------------------
 
-    def _close(self, step: _Superstep) -> None:
-        for task in step.tasks.values():
-            if task.status == "running":
-                step.graph.end(task, "cancelled" if step.failed else "succeeded")
+    def _step(
+        self,
+        thread_id: str,
+        state: _Thread,
+        ns: str,
+        checkpoint_id: str | None,
+        number: int | None,
+    ) -> _Step:
+        """The current execution of a super-step, made when there is none."""
+        generation = state.generation.get(ns, 0)
+        if number is None and checkpoint_id is not None:
+            number = state.numbers.get((ns, checkpoint_id))
+        for step in state.open.get(ns, ()):
+            if step.generation != generation:
+                continue
+            if checkpoint_id is not None and step.checkpoint_id == checkpoint_id:
+                return step
+            if number is not None and step.number == number:
+                if step.checkpoint_id is None and checkpoint_id is not None:
+                    step.checkpoint_id = checkpoint_id
+                    self._remember(state, (ns, checkpoint_id), step)
+                return step
+        earlier = state.steps.get((ns, checkpoint_id)) if checkpoint_id is not None else None
+        if earlier is not None and earlier.generation == generation:
+            return earlier  # closed already: a late event of the same execution
+        graph, parent = self._scope_for(thread_id, state, ns)
+        attrs: dict[str, Any] = {"namespace": ns}
+        if earlier is not None and earlier.graph is graph:
+            attrs["resumed_from"] = earlier.node.id
+        name = f"superstep {number}" if number is not None else "superstep"
+        node = graph.start("superstep", name, parent, **attrs)
+        step = _Step(ns, number, generation, graph, node)
+        step.checkpoint_id = checkpoint_id
+        state.open.setdefault(ns, []).append(step)
+        if checkpoint_id is not None:
+            self._remember(state, (ns, checkpoint_id), step)
+        self._reopen_root(state, graph, parent)
+        return step
+
+    def _remember(self, state: _Thread, key: tuple[str, str], step: _Step) -> None:
+        state.steps[key] = step
+        state.steps.move_to_end(key)
+        while len(state.steps) > MAX_STEPS:
+            state.steps.popitem(last=False)
+
+    def _number_known(self, state: _Thread, step: _Step, number: int) -> None:
+        if step.number is None:
+            step.number = number
+            step.node.name = f"superstep {number}"
+
+    def _close(self, state: _Thread, step: _Step, leftover: NodeStatus) -> None:
+        """End a super-step; its tasks still open end as ``leftover``."""
+        for task in step.tasks:
+            if task.node.status == "running":
+                step.graph.end(task.node, leftover)
         if step.node.status == "running":
-            step.graph.end(step.node, "failed" if step.failed else "succeeded")
+            step.graph.end(step.node, _step_status(step))
+        step.closed = True
+        steps = state.open.get(step.ns, [])
+        if step in steps:
+            steps.remove(step)
+        if not steps:
+            state.open.pop(step.ns, None)
+
+    def _finish_attempt(self, state: _Thread, ns: str) -> None:
+        """A run of ``ns`` is over: the super-steps it left open are final."""
+        for step in list(state.open.get(ns, ())):
+            self._close(state, step, "cancelled")  # what never reported was cut short
+
+    def _reopen_root(self, state: _Thread, graph: TaskGraph, parent: str) -> None:
+        root = state.root
+        if root is None or root.graph is not graph or root.node.id != parent:
+            return
+        node = root.node
+        if node.status != "running":
+            node.status = "running"
+            node.ended_at = None
+            node.reason = node.error = node.category = None
+
+    def _settle_root(self, state: _Thread) -> None:
+        """End the thread's own task when none of its super-steps is open."""
+        root = state.root
+        if root is None or root.node.status != "running":
+            return
+        if any(s.graph is root.graph for steps in state.open.values() for s in steps):
+            return
+        children = root.graph.children(root.node.id)
+        last = children[-1] if children else None
+        if last is not None and last.status in ("failed", "interrupted"):
+            root.graph.end(root.node, last.status, reason=last.reason, category=last.category)
+        else:
+            root.graph.end(root.node, "succeeded")
+
+    # tasks ----------------------------------------------------------------------------
+
+    def _task(
+        self,
+        thread_id: str,
+        ns: str,
+        checkpoint_id: str | None,
+        number: int | None,
+        task_id: str,
+        name: str | None,
+        *,
+        starting: bool,
+    ) -> _Task:
+        """The record of a task's current execution; a new one when it is a new execution.
+
+        A start seen by the handler after the recorded execution ended is a new execution
+        (a ``RetryPolicy`` attempt, or a rerun); so is any event of a later attempt of the
+        thread. Anything else is news about the execution already recorded.
+        """
+        state = self._thread(thread_id)
+        generation = state.generation.get(ns, 0)
+        record = state.tasks.get(task_id)
+        if record is not None and record.generation == generation:
+            if not (starting and record.node.status != "running"):
+                if name is not None and record.node.attrs.get("unnamed"):
+                    record.node.name = name
+                    del record.node.attrs["unnamed"]
+                return record
+        step = self._step(thread_id, state, ns, checkpoint_id, number)
+        depends = [record.node.id] if record is not None and record.step.graph is step.graph else []
+        attrs: dict[str, Any] = {"langgraph_task_id": task_id}
+        if name is None:
+            attrs["unnamed"] = True
+        node = step.graph.start("step", name or "task", step.node.id, depends, **attrs)
+        if not starting and step.node.started_at is not None:
+            node.started_at = step.node.started_at  # the real start is not known
+        task = _Task(task_id, step, node, generation)
+        step.tasks.append(task)
+        state.tasks[task_id] = task
+        state.tasks.move_to_end(task_id)
+        while len(state.tasks) > MAX_TASKS:
+            state.tasks.popitem(last=False)
+        return task
+
+    def _outcome(self, task: _Task, status: NodeStatus, error: BaseException | None) -> None:
+        """Record how a task ended (the latest word wins); its super-step follows a failure."""
+        step, node = task.step, task.node
+        if node.status == status and (error is None or node.error is not None):
+            return
+        step.graph.end(node, status, error=error)
+        if status == "failed" and step.node.status != "failed":
+            step.graph.end(step.node, "failed", reason=node.reason, category=node.category)
+        elif status == "interrupted" and step.node.status == "running":
+            step.graph.end(step.node, "interrupted")
 
     def _on_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
     ) -> None:
         configurable = config.get("configurable", {})
-        thread_id = str(configurable.get("thread_id", ""))
-        ns = configurable.get("checkpoint_ns", "")
-        key = _path_key(task_path)
-        if key is None:
+        path = _parse_path(task_path)
+        if path is None or "thread_id" not in configurable:
             return
+        channels = {c for c, _ in writes}
+        if channels <= _BOOKKEEPING:
+            return
+        thread_id = str(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "") or ""
+        checkpoint_id = configurable.get("checkpoint_id")
         with self._lock:
-            step = self._steps.get((thread_id, ns, configurable.get("checkpoint_id", "")))
-            if step is None:
-                return
-            planned = step.tasks.get(key)
-            if planned is not None and planned.status == "running":
-                node = planned
-            else:
-                earlier = self._by_task_id.get(task_id) or planned
-                if not step.resumed:
-                    step = self._resume(step, thread_id, ns, configurable)
-                node = step.graph.start(
-                    "step",
-                    earlier.name if earlier is not None else _name_for(step, key),
-                    step.node.id,
-                    [earlier.id] if earlier is not None else [],
-                    langgraph_path=key,
-                )
-                step.tasks[key] = node
-            self._by_task_id[task_id] = node
-            node.attrs["langgraph_task_id"] = task_id
-            channels = [c for c, _ in writes]
+            state = self._thread(thread_id)
+            name = self._name_of(state, ns, checkpoint_id, path)
+            task = self._task(thread_id, ns, checkpoint_id, None, task_id, name, starting=False)
+            if path[0] == PUSH and path[1].isdigit():
+                task.node.attrs["push_index"] = int(path[1])
+            if task.step.checkpoint_id is None and checkpoint_id is not None:
+                task.step.checkpoint_id = checkpoint_id
+                self._remember(state, (ns, checkpoint_id), task.step)
             if ERROR in channels:
                 error = next(v for c, v in writes if c == ERROR)
-                exc = error if isinstance(error, BaseException) else RuntimeError(str(error))
-                step.graph.end(node, "failed", error=exc)
-                step.failed = True
-                if step.node.status == "running":
-                    step.graph.end(step.node, "failed", reason=node.reason, category=node.category)
-                for sibling in step.tasks.values():
-                    if sibling is not node and sibling.status == "running":
-                        sibling.status = "cancelled"
-                        sibling.ended_at = time.time()
+                if isinstance(error, asyncio.CancelledError):
+                    self._outcome(task, "cancelled", None)
+                else:
+                    exc = error if isinstance(error, BaseException) else RuntimeError(str(error))
+                    self._outcome(task, "failed", exc)
             elif INTERRUPT in channels:
-                node.attrs["interrupt"] = True
-                step.graph.end(node, "interrupted")
-                if step.node.status == "running":
-                    step.graph.end(step.node, "interrupted")
+                task.node.attrs["interrupt"] = True
+                self._outcome(task, "interrupted", None)
             else:
-                step.graph.end(node, "succeeded")
+                self._outcome(task, "succeeded", None)
 
-    def _resume(self, step: _Superstep, thread_id: str, ns: str, configurable: Any) -> _Superstep:
-        """A failed or interrupted super-step runs again: a new one, in the current task."""
-        graph, parent = self._parent_for(thread_id, ns)
-        node = graph.start(
-            "superstep", step.node.name, parent, namespace=ns, resumed_from=step.node.id
-        )
-        fresh = _Superstep(graph, node, step.sends)
-        fresh.resumed = True
-        self._steps[(thread_id, ns, configurable.get("checkpoint_id", ""))] = fresh
-        self._latest[(thread_id, ns)] = fresh
-        return fresh
+    def _name_of(
+        self, state: _Thread, ns: str, checkpoint_id: str | None, path: tuple[str, str]
+    ) -> str | None:
+        kind, rest = path
+        if kind == PULL:
+            return rest
+        if rest.isdigit() and checkpoint_id is not None:
+            sends = state.sends.get((ns, checkpoint_id), [])
+            if int(rest) < len(sends):
+                return str(getattr(sends[int(rest)], "node", "send"))
+        return None  # a functional ``@task`` call: named by the handler, if it saw it
+
+    def _on_checkpoint(self, config: Any, checkpoint: Any, metadata: Any) -> None:
+        configurable = config.get("configurable", {})
+        if "thread_id" not in configurable:
+            return
+        thread_id = str(configurable["thread_id"])
+        ns = configurable.get("checkpoint_ns", "") or ""
+        number = int(metadata.get("step", -1)) + 1
+        key = (ns, str(checkpoint["id"]))
+        with self._lock:
+            state = self._thread(thread_id)
+            _bounded_put(state.numbers, key, number)
+            sends = checkpoint.get("channel_values", {}).get(TASKS)
+            if sends:
+                _bounded_put(state.sends, key, list(sends))
+            generation = state.generation.get(ns, 0)
+            for step in list(state.open.get(ns, ())):
+                if step.generation != generation:
+                    continue
+                if step.checkpoint_id == key[1]:
+                    self._number_known(state, step, number)
+                    if sends:
+                        _name_pushes(step, sends)
+                elif metadata.get("source") in ("loop", "input") and (
+                    step.number is None or step.number < number
+                ):
+                    self._close(state, step, "succeeded")
+            self._settle_root(state)
+
+    # what the handler reports ---------------------------------------------------------
+
+    def _task_started(
+        self, thread_id: str, ns: str, number: int | None, task_id: str, name: str
+    ) -> Frame:
+        with self._lock:
+            task = self._task(thread_id, ns, None, number, task_id, name, starting=True)
+            task.seen_by_handler = True
+            return task.step.graph, task.node.id
+
+    def _task_ended(
+        self, thread_id: str, task_id: str, status: NodeStatus, error: BaseException | None
+    ) -> None:
+        with self._lock:
+            state = self._threads.get(thread_id)
+            task = state.tasks.get(task_id) if state is not None else None
+            if task is not None and task.node.status == "running":
+                self._outcome(task, status, error)
 
 
-def _path_key(task_path: str) -> str | None:
-    """``pull:NAME`` or ``push:INDEX`` from LangGraph's task path string."""
-    parts = [p.strip() for p in task_path.lstrip("~").split(",")]
-    if len(parts) >= 2 and parts[0] == PULL:
-        return None if parts[1] in _INTERNAL else f"pull:{parts[1]}"
-    if len(parts) >= 2 and parts[0] == PUSH:
-        try:
-            return f"push:{int(parts[1])}"
-        except ValueError:
-            return None
+def _step_status(step: _Step) -> NodeStatus:
+    statuses = {t.node.status for t in step.tasks}
+    if "failed" in statuses or step.node.status == "failed":
+        return "failed"
+    if "interrupted" in statuses or step.node.status == "interrupted":
+        return "interrupted"
+    return "succeeded"
+
+
+def _name_pushes(step: _Step, sends: list[Any]) -> None:
+    for task in step.tasks:
+        index = task.node.attrs.get("push_index")
+        if task.node.attrs.get("unnamed") and index is not None and index < len(sends):
+            task.node.name = str(getattr(sends[index], "node", "send"))
+            del task.node.attrs["unnamed"]
+
+
+def _bounded_put(cache: collections.OrderedDict[Any, Any], key: Any, value: Any) -> None:
+    cache[key] = value
+    cache.move_to_end(key)
+    while len(cache) > MAX_STEPS:
+        cache.popitem(last=False)
+
+
+def _task_id_of(ns: str) -> str:
+    """The task id at the end of a task's namespace (``outer:ID|inner:ID``)."""
+    return ns.rpartition("|")[2].rpartition(":")[2]
+
+
+def _parse_path(task_path: str) -> tuple[str, str] | None:
+    """``(PULL, node name)`` or ``(PUSH, index or caller)`` from LangGraph's path string.
+
+    ``None`` for what is not a task that ran: the input, ``update_state``'s writes, the
+    writes ``durability="exit"`` files under synthetic ids.
+    """
+    parts = [p.strip() for p in task_path.split(",")]
+    if len(parts) < 2:
+        return None
+    kind, first = parts[0].lstrip("~"), parts[1].lstrip("~")
+    if kind == PULL:
+        return None if first in _INTERNAL else (PULL, first)
+    if kind == PUSH:
+        return (PUSH, str(int(first)) if first.isdigit() else first)
     return None
 
 
-def _name_for(step: _Superstep, key: str) -> str:
-    kind, _, rest = key.partition(":")
-    if kind == "pull":
-        return rest
-    index = int(rest)
-    return getattr(step.sends[index], "node", "send") if index < len(step.sends) else "send"
+# the callback handler ---------------------------------------------------------------
+
+_RUNTIME = "__pregel_runtime"
+"""A configurable key LangGraph sets on a run's config (not on ``get_state``'s)."""
+_watching: contextvars.ContextVar[_TaskWatcher | None] = contextvars.ContextVar(
+    "fxtr_langgraph_watcher", default=None
+)
+_last_run: contextvars.ContextVar[tuple[uuid.UUID, str] | None] = contextvars.ContextVar(
+    "fxtr_langgraph_last_run", default=None
+)
+"""The last LangChain run started in this context, with its thread id (the graph's run,
+when a loop's ``get_tuple`` reads it)."""
+
+
+class _TaskWatcher(BaseCallbackHandler):
+    """Sees LangGraph tasks start and end as the LangChain runs they are.
+
+    One handler for the process; each run it sees is routed to the ``FluxCheckpointer`` whose
+    ``get_tuple`` claimed the graph's run (runs of other graphs are ignored).
+    """
+
+    run_inline = True
+    ignore_llm = True
+    ignore_chat_model = True
+    ignore_retriever = True
+    ignore_agent = True
+    ignore_retry = True
+    ignore_custom_event = True
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._graphs: collections.OrderedDict[uuid.UUID, tuple[FluxCheckpointer, str, str]] = (
+            collections.OrderedDict()
+        )
+        """Graph runs by run id: their checkpointer, thread id and namespace."""
+        self._tasks: dict[uuid.UUID, tuple[FluxCheckpointer, str, str, str, Any]] = {}
+        """Task runs by run id: checkpointer, thread id, namespace, task id, frame token."""
+        self._running: dict[tuple[str, str], tuple[FluxCheckpointer, str]] = {}
+        """Running tasks by (thread id, task id): checkpointer and namespace."""
+
+    def claim(self, owner: FluxCheckpointer, thread_id: str, ns: str) -> None:
+        """A loop of ``owner`` starts: the graph run just started here is its run."""
+        last = _last_run.get()
+        if last is None or last[1] != thread_id:
+            return
+        with self._lock:
+            self._graphs[last[0]] = (owner, thread_id, ns)
+            while len(self._graphs) > MAX_STEPS:
+                self._graphs.popitem(last=False)
+
+    def on_chain_start(
+        self,
+        serialized: Any,
+        inputs: Any,
+        *,
+        run_id: uuid.UUID,
+        parent_run_id: uuid.UUID | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        """A run starts: remember it; when it is a task of a graph we mirror, record it."""
+        try:
+            self._start(run_id, parent_run_id, metadata or {})
+        except Exception:
+            log.warning("fxtr could not mirror a LangGraph task start", exc_info=True)
+
+    def _start(
+        self, run_id: uuid.UUID, parent_run_id: uuid.UUID | None, metadata: dict[str, Any]
+    ) -> None:
+        thread = metadata.get("thread_id")
+        if thread is None:
+            return
+        thread_id = str(thread)
+        _last_run.set((run_id, thread_id))
+        task_ns = metadata.get("langgraph_checkpoint_ns")
+        if not isinstance(task_ns, str) or ":" not in task_ns:
+            return
+        task_id = _task_id_of(task_ns)
+        with self._lock:
+            if (thread_id, task_id) in self._running:
+                return  # a run nested in a task that is running
+            graph = self._graphs.get(parent_run_id) if parent_run_id is not None else None
+            if graph is not None:
+                owner, ns = graph[0], graph[2]
+            else:
+                caller = self._running.get((thread_id, _task_id_of(task_ns.rpartition("|")[0])))
+                if caller is None or "|" not in task_ns or not _is_call(metadata):
+                    return
+                owner, ns = caller
+            self._running[(thread_id, task_id)] = (owner, ns)
+        step = metadata.get("langgraph_step")
+        name = str(metadata.get("langgraph_node", "task"))
+        frame = owner._guard(
+            owner._task_started,
+            thread_id,
+            ns,
+            step if isinstance(step, int) else None,
+            task_id,
+            name,
+        )
+        token = current_frame.set(frame) if frame is not None else None
+        with self._lock:
+            self._tasks[run_id] = (owner, thread_id, ns, task_id, token)
+
+    def on_chain_end(self, outputs: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+        """A run ends: a task succeeded, or a graph's run is over."""
+        self._end(run_id, "succeeded", None)
+
+    def on_chain_error(self, error: BaseException, *, run_id: uuid.UUID, **kwargs: Any) -> None:
+        """A run raised: a task failed, was interrupted or cancelled."""
+        if isinstance(error, GraphInterrupt):
+            self._end(run_id, "interrupted", None)
+        elif isinstance(error, GraphBubbleUp):
+            self._end(run_id, "succeeded", None)  # a Command for the parent graph
+        elif isinstance(error, asyncio.CancelledError):
+            self._end(run_id, "cancelled", None)
+        else:
+            self._end(run_id, "failed", error)
+
+    def _end(self, run_id: uuid.UUID, status: NodeStatus, error: BaseException | None) -> None:
+        try:
+            with self._lock:
+                task = self._tasks.pop(run_id, None)
+                graph = self._graphs.pop(run_id, None) if task is None else None
+                if task is not None:
+                    self._running.pop((task[1], task[3]), None)
+            if task is not None:
+                owner, thread_id, _, task_id, token = task
+                if token is not None:
+                    _reset(token)
+                owner._guard(owner._task_ended, thread_id, task_id, status, error)
+            elif graph is not None:
+                owner, thread_id, ns = graph
+                owner._guard(owner._on_run_end, thread_id, ns)
+        except Exception:
+            log.warning("fxtr could not mirror a LangGraph task end", exc_info=True)
+
+
+def _is_call(metadata: dict[str, Any]) -> bool:
+    """Whether a task is a functional-API ``@task`` call (its path nests its caller's)."""
+    path = metadata.get("langgraph_path")
+    return (
+        isinstance(path, tuple | list)
+        and len(path) > 1
+        and path[0] == PUSH
+        and (isinstance(path[1], tuple | list))
+    )
+
+
+def _reset(token: Any) -> None:
+    try:
+        current_frame.reset(token)
+    except ValueError:  # ended in another context than it started: nothing to restore
+        pass
+
+
+_WATCHER = _TaskWatcher()
+register_configure_hook(_watching, inheritable=True)
+
+
+def _watch_here() -> None:
+    """Have LangChain runs started from this context report to the handler."""
+    if _watching.get() is None:
+        _watching.set(_WATCHER)
