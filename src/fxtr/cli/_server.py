@@ -36,6 +36,7 @@ from fxtr.report import (
 from fxtr.report._evals import (
     MATRIX_PAGE,
     cell_detail,
+    cell_table,
     compare_evaluations,
     evaluation_of,
     evaluation_summary,
@@ -163,6 +164,20 @@ class Viewer:
             _trim(self._views)
         return view
 
+    def table(self, job_id: str) -> dict[str, Any]:
+        """The scored cells of an eval job (computed once per finished attempt)."""
+        record = self.record(job_id)
+        stamp = _stamp(record)
+        with self._lock:
+            hit = self._tables.get(job_id)
+        if hit is not None and hit[0] == stamp and stamp is not None:
+            return hit[1]
+        table = cell_table(self.evaluation(job_id))
+        with self._lock:
+            self._tables[job_id] = (stamp, table)
+            _trim(self._tables)
+        return table
+
     def evaluation(self, job_id: str) -> dict[str, Any]:
         evaluation = evaluation_of(self.record(job_id))
         if evaluation is None:
@@ -207,20 +222,21 @@ class Viewer:
     def matrix(self, job_id: str, query: dict[str, list[str]]) -> dict[str, Any]:
         evaluation = self.evaluation(job_id)
         compare = _one(query, "compare")
-        baseline = None
+        baseline = baseline_id = None
         if compare:
             baseline_id = self.resolve(compare)
             baseline = self.evaluation(baseline_id)
         page = result_matrix(
             evaluation,
             baseline=baseline,
+            tables=(self.table(job_id), self.table(baseline_id) if baseline_id else None),
             show=_one(query, "show") or None,
             query=_one(query, "q"),
             offset=int_param(query, "offset", 0, 10**9),
             limit=int_param(query, "limit", MATRIX_PAGE, 100_000),
         )
         page["job_id"] = job_id
-        page["compare"] = self.resolve(compare) if compare else None
+        page["compare"] = baseline_id
         return page
 
     def cell(self, job_id: str, query: dict[str, list[str]]) -> dict[str, Any]:
@@ -229,7 +245,10 @@ class Viewer:
             msg = "a cell needs ?index=N (the cell's number in the job's results)."
             raise ValueError(msg)
         index = int_param(query, "index", 0, 10**9)
-        return cell_detail(self.store, job_id, evaluation, index, self.view(job_id).invocations)
+        invocations = self.view(job_id).invocations
+        return cell_detail(
+            self.store, job_id, evaluation, index, invocations, table=self.table(job_id)
+        )
 
     def compare(self, a: str, b: str, query: dict[str, list[str]]) -> dict[str, Any]:
         a_id, b_id = self.resolve(a), self.resolve(b)
@@ -437,10 +456,11 @@ def export_html(store: Store, job_id: str) -> str:
     matrix = None
     evaluation = evaluation_of(view.record)
     if evaluation is not None:
-        matrix = result_matrix(evaluation, limit=len(evaluation["cells"]))
+        table = viewer.table(job_id)
+        matrix = result_matrix(evaluation, limit=len(evaluation["cells"]), tables=(table, None))
         matrix["job_id"] = job_id
         for i in range(len(evaluation["cells"])):
-            cell = cell_detail(store, job_id, evaluation, i, view.invocations)
+            cell = cell_detail(store, job_id, evaluation, i, view.invocations, table=table)
             details.append(
                 f'<script type="application/json" id="cell-{i}">{safe_json(cell)}</script>'
             )

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from fxtr.scores import case_scores, compare
 from fxtr.store import Store
 
 MATRIX_PAGE = 100
@@ -33,21 +34,8 @@ def key_label(key: dict[str, Any]) -> str:
     return ", ".join(f"{dim}={value}" for dim, value in key.items())
 
 
-def _frozen(key: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((str(k), str(v)) for k, v in key.items()))
-
-
-def is_binary(cells: list[dict[str, Any]]) -> bool:
-    """Whether every recorded score is 0 or 1 (so cells read as ``k/n``)."""
-    seen = False
-    for cell in cells:
-        for value in cell.get("values") or []:
-            if value is None:
-                continue
-            seen = True
-            if value not in (0, 1):
-                return False
-    return seen
+def _frozen(key: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(key.items()))  # fxtr.scores.key_of, inlined: 20,000 cells a page
 
 
 def format_score(value: float | None) -> str:
@@ -58,43 +46,44 @@ def format_score(value: float | None) -> str:
     return "0" if text == "-0" else text
 
 
-def cell_score(
-    cell: dict[str, Any], *, binary: bool, threshold: float | None, sampled: bool
-) -> dict[str, Any]:
-    """What one matrix cell shows: its score (the mean over samples), ``k/n``, its flags."""
-    values = list(cell.get("values") or [])
-    present = [float(v) for v in values if v is not None]
-    mean = sum(present) / len(present) if present else None
-    missing = cell.get("status") == "missing" or not present
+def pass_bar(threshold: float | None, unit: bool) -> float | None:
+    """The score a case needs to pass: the gate's threshold, else 0.5 for a score in [0, 1].
+
+    The same bar ``fxtr.scores.compare`` flips cases on; an unbounded score without a
+    threshold has none (no case counts as failed).
+    """
+    if threshold is not None:
+        return float(threshold)
+    return 0.5 if unit else None
+
+
+def cell_score(score: Any, *, bar: float | None, sampled: bool) -> dict[str, Any]:
+    """What one matrix cell shows, from its ``fxtr.scores.CaseScore``."""
+    value = score.value
     out: dict[str, Any] = {
-        "score": mean,
-        "samples": len(values),
-        "recorded": len(present),
-        "missing": missing,
-        "k": None,
-        "n": None,
-        "verdict": None,
+        "score": value,
+        "samples": score.samples,
+        "recorded": score.n,
+        "missing": value is None or score.n < score.samples,
+        "k": score.k,
+        "n": score.n if score.binary else None,
+        "verdict": score.verdict,
     }
-    if binary and present:
-        k = sum(1 for v in present if v == 1)
-        out.update(k=k, n=len(present))
-        out["verdict"] = (
-            "stable_pass" if k == len(present) else "stable_fail" if k == 0 else "flaky"
-        )
-    if binary and present and (sampled or len(values) > 1):
-        out["text"] = f"{out['k']}/{out['n']}"
+    if value is None:
+        out["text"] = "missing"
+    elif score.binary and (sampled or score.samples > 1):
+        out["text"] = f"{score.k}/{score.n}"
     else:
-        out["text"] = format_score(mean)
-    if binary:
-        out["failed"] = bool(present) and out["k"] < out["n"]
-    else:
-        out["failed"] = mean is not None and threshold is not None and mean < threshold
-    out["flaky"] = out["verdict"] == "flaky"
+        out["text"] = format_score(value)
+    if value is not None and score.n < score.samples:
+        out["text"] += f" · {score.samples - score.n} missing"
+    out["failed"] = value is not None and bar is not None and value < bar - 1e-12
+    out["flaky"] = score.verdict == "flaky"
     return out
 
 
-def _thresholds(evaluation: dict[str, Any]) -> dict[tuple[tuple[str, str], ...], float | None]:
-    out: dict[tuple[tuple[str, str], ...], float | None] = {}
+def _thresholds(evaluation: dict[str, Any]) -> dict[tuple[tuple[str, Any], ...], float | None]:
+    out: dict[tuple[tuple[str, Any], ...], float | None] = {}
     for group in evaluation.get("groups") or []:
         if isinstance(group, dict) and isinstance(group.get("group"), dict):
             out[_frozen(group["group"])] = group.get("threshold")
@@ -102,21 +91,34 @@ def _thresholds(evaluation: dict[str, Any]) -> dict[tuple[tuple[str, str], ...],
 
 
 def cell_table(evaluation: dict[str, Any]) -> dict[str, Any]:
-    """Columns (group keys), rows (case keys) and the scored cells of an evaluation."""
+    """Columns (group keys), rows (case keys) and the scored cells of an evaluation.
+
+    Raises:
+        ValueError: the cells are not scores (as ``fxtr.scores.case_scores`` says).
+    """
     cells = [c for c in evaluation.get("cells") or [] if isinstance(c, dict)]
-    binary = is_binary(cells)
+    try:
+        scores = case_scores(cells)
+    except (KeyError, TypeError) as exc:
+        msg = f"The job's evaluation cells are damaged: {type(exc).__name__}: {exc}."
+        raise ValueError(msg) from None
     sampled = bool(evaluation.get("sample_dim"))
     thresholds = _thresholds(evaluation)
-    columns: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
-    rows: dict[tuple[tuple[str, str], ...], dict[str, Any]] = {}
+    columns: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
+    rows: dict[tuple[tuple[str, Any], ...], dict[str, Any]] = {}
     scored: dict[tuple[Any, Any], dict[str, Any]] = {}
+    binary = False
     for index, cell in enumerate(cells):
         group, case = cell.get("group") or {}, cell.get("case") or {}
         gkey, ckey = _frozen(group), _frozen(case)
-        columns.setdefault(gkey, {"group": group, "label": key_label(group)})
-        rows.setdefault(ckey, {"case": case, "label": key_label(case)})
-        score = cell_score(cell, binary=binary, threshold=thresholds.get(gkey), sampled=sampled)
-        scored[(ckey, gkey)] = {**score, "index": index}
+        if gkey not in columns:
+            columns[gkey] = {"group": group, "label": key_label(group)}
+        if ckey not in rows:
+            rows[ckey] = {"case": case, "label": key_label(case)}
+        score = scores[gkey][ckey]
+        binary = score.binary
+        bar = pass_bar(thresholds.get(gkey), score.unit)
+        scored[(ckey, gkey)] = {**cell_score(score, bar=bar, sampled=sampled), "index": index}
     return {"columns": columns, "rows": rows, "cells": scored, "binary": binary}
 
 
@@ -133,6 +135,7 @@ def result_matrix(
     evaluation: dict[str, Any],
     *,
     baseline: dict[str, Any] | None = None,
+    tables: tuple[dict[str, Any], dict[str, Any] | None] | None = None,
     show: str | None = None,
     query: str | None = None,
     offset: int = 0,
@@ -147,6 +150,7 @@ def result_matrix(
         query: only rows whose case label contains this text (case-insensitive).
         offset: the first row of the page.
         limit: rows per page.
+        tables: the ``cell_table`` of the evaluation and of the baseline, when already made.
 
     Raises:
         ValueError: an unknown filter, or ``changed`` without a baseline.
@@ -157,8 +161,9 @@ def result_matrix(
     if show == "changed" and baseline is None:
         msg = "The 'changed' filter needs a comparison: open the job with ?compare=JOB."
         raise ValueError(msg)
-    table = cell_table(evaluation)
-    other = cell_table(baseline) if baseline is not None else None
+    if tables is None:
+        tables = (cell_table(evaluation), cell_table(baseline) if baseline is not None else None)
+    table, other = tables
     columns = list(table["columns"])
     counts = dict.fromkeys(FILTERS, 0)
     shown: list[dict[str, Any]] = []
@@ -229,7 +234,12 @@ def gate_label(record: dict[str, Any]) -> str | None:
 
 
 def cell_detail(
-    store: Store, job_id: str, evaluation: dict[str, Any], index: int, invocations: dict[str, Any]
+    store: Store,
+    job_id: str,
+    evaluation: dict[str, Any],
+    index: int,
+    invocations: dict[str, Any],
+    table: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One matrix cell: its key, scores and invocations with their model calls' conversations.
 
@@ -243,7 +253,7 @@ def cell_detail(
         msg = f"Job {job_id} has no result cell {index} (it has {len(cells)})."
         raise KeyError(msg)
     cell = cells[index]
-    table = cell_table(evaluation)
+    table = table if table is not None else cell_table(evaluation)
     score = table["cells"].get((_frozen(cell.get("case") or {}), _frozen(cell.get("group") or {})))
     out_invocations = []
     for address in cell.get("addresses") or []:
@@ -324,24 +334,6 @@ def _content(content: Any) -> Any:
     return str(content)
 
 
-def _group_means(evaluation: dict[str, Any]) -> dict[tuple[tuple[str, str], ...], float | None]:
-    """Each group's mean: from its score group when recorded, else over its case means."""
-    out: dict[tuple[tuple[str, str], ...], float | None] = {}
-    for group in evaluation.get("groups") or []:
-        if isinstance(group, dict) and isinstance(group.get("group"), dict):
-            out[_frozen(group["group"])] = group.get("mean")
-    table = cell_table(evaluation)
-    for gkey in table["columns"]:
-        if out.get(gkey) is None:
-            means = [
-                c["score"]
-                for (_, g), c in table["cells"].items()
-                if g == gkey and c["score"] is not None and not c["missing"]
-            ]
-            out[gkey] = sum(means) / len(means) if means else None
-    return out
-
-
 def compare_evaluations(
     baseline: dict[str, Any],
     run: dict[str, Any],
@@ -351,27 +343,30 @@ def compare_evaluations(
 ) -> list[dict[str, Any]]:
     """Section 8's comparison of ``run`` against ``baseline``, one row per group.
 
-    Each row is ``fxtr.scores.compare``'s group dict plus ``group``, ``label``,
-    ``baseline_mean`` and ``run_mean`` (the two groups' means).
+    Each row is ``fxtr.scores.compare``'s group dict plus ``label`` and ``baseline_mean``
+    (its ``mean``, named for what it is). The eval's threshold, when every group has the same,
+    is the bar cases flip on.
     """
-    from fxtr.scores import compare
-
-    rows = compare(baseline["cells"], run["cells"], margin=margin, confidence=confidence)
-    before, after = _group_means(baseline), _group_means(run)
+    thresholds = {t for t in _thresholds(run).values() if t is not None}
+    rows = compare(
+        baseline["cells"],
+        run["cells"],
+        margin=margin,
+        confidence=confidence,
+        threshold=thresholds.pop() if len(thresholds) == 1 else None,
+    )
     out = []
     for row in rows:
         group = row.get("group")
         if isinstance(group, list | tuple):  # a group key of (dim, key) pairs
             group = dict(group)
         group = dict(group or {})
-        key = _frozen(group)
         out.append(
             {
                 **row,
                 "group": group,
                 "label": key_label(group) if group else "all",
-                "baseline_mean": before.get(key, row.get("mean")),
-                "run_mean": after.get(key),
+                "baseline_mean": row.get("mean"),
             }
         )
     return out
