@@ -406,18 +406,109 @@ def test_key_comes_from_the_environment(monkeypatch):
     assert route.calls.last.request.headers["x-api-key"] == "sk-ant-from-env-0000"
 
 
-def test_prices_cover_the_current_models_and_can_be_overridden():
-    """Built-in prices for the named models; dated ids use their family; overrides win."""
+def _reference(model, provider, *, input_tokens, output_tokens, cached=0, writes=0):
+    """genai-prices' own calculation, the independent figure our costs are checked against."""
+    import genai_prices
+
+    usage = genai_prices.Usage(
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cache_read_tokens=cached,
+        cache_write_tokens=writes,
+    )
+    ref = {"provider_id": provider} if provider else {}
+    return float(genai_prices.calc_price(usage, model, **ref).total_price)
+
+
+def test_prices_come_from_genai_prices_and_can_be_overridden():
+    """Current models are priced by genai-prices (tiers included); dated ids resolve to their
+    family; overrides win; an unknown model is None with a warning."""
     usage = Usage(input_tokens=1_000_000, output_tokens=1_000_000)
-    assert cost_of("gpt-4o-mini", usage) == pytest.approx(0.75)
-    assert cost_of("gpt-4o", usage) == pytest.approx(12.5)
-    assert cost_of("claude-sonnet-4-5", usage) == pytest.approx(18.0)
-    assert cost_of("claude-sonnet-4-5-20250929", usage) == pytest.approx(18.0)
-    assert cost_of("gpt-4o-2024-08-06", usage) == pytest.approx(12.5)
+    for model, provider in [
+        ("gpt-4o-mini", "openai"),
+        ("gpt-4o", "openai"),
+        ("gpt-5", "openai"),
+        ("claude-sonnet-4-5", "anthropic"),
+        ("claude-opus-4-5", "anthropic"),
+    ]:
+        expected = _reference(model, provider, input_tokens=10**6, output_tokens=10**6)
+        assert cost_of(model, usage, provider=provider) == pytest.approx(expected, rel=1e-12)
+    # one million input tokens is past Sonnet 4.5's 200k tier: $6 + $22.50, not $3 + $15
+    assert cost_of("claude-sonnet-4-5", usage) == pytest.approx(28.5)
+    assert cost_of("claude-sonnet-4-5-20250929", usage) == cost_of("claude-sonnet-4-5", usage)
+    assert cost_of("gpt-4o-2024-08-06", usage) == cost_of("gpt-4o", usage)
     set_price("my-finetune", input=1.0, output=2.0)
     assert cost_of("my-finetune", usage) == pytest.approx(3.0)
-    with pytest.warns(UnknownPriceWarning):
+    set_price("gpt-4o-mini", input=1.0, output=1.0, cached_input=0.5)
+    try:
+        cached = Usage(input_tokens=10**6, output_tokens=10**6, cached_input_tokens=10**6)
+        assert cost_of("gpt-4o-mini-2024-07-18", cached, provider="openai") == pytest.approx(1.5)
+    finally:
+        from fxtr.models._prices import PRICES
+
+        del PRICES["gpt-4o-mini"], PRICES["my-finetune"]
+    with pytest.warns(UnknownPriceWarning, match="mystery-model-x"):
         assert cost_of("mystery-model-x", usage) is None
+
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    model=st.sampled_from(
+        [
+            ("gpt-4o-mini", "openai"),
+            ("gpt-4.1", "openai"),
+            ("gpt-5-mini", "openai"),
+            ("claude-sonnet-4-5", "anthropic"),
+            ("claude-haiku-4-5", "anthropic"),
+            ("claude-opus-4-1", "anthropic"),
+            ("gemini-2.5-pro", None),
+        ]
+    ),
+    input_tokens=st.integers(0, 1_500_000),
+    output_tokens=st.integers(0, 200_000),
+    cached_share=st.floats(0, 1),
+    write_share=st.floats(0, 1),
+)
+def test_costs_equal_genai_prices_own_calculation(
+    model, input_tokens, output_tokens, cached_share, write_share
+):
+    """Whatever the usage (cache reads and writes, either side of a tier), cost_of is what
+    genai_prices.calc_price computes."""
+    name, provider = model
+    cached = int(input_tokens * cached_share)
+    writes = int((input_tokens - cached) * write_share)
+    usage = Usage(
+        input_tokens=input_tokens, output_tokens=output_tokens, cached_input_tokens=cached
+    )
+    expected = _reference(
+        name,
+        provider,
+        input_tokens=input_tokens,
+        output_tokens=output_tokens,
+        cached=cached,
+        writes=writes,
+    )
+    got = cost_of(name, usage, provider=provider, cache_write_tokens=writes)
+    assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+
+def test_provider_urls_select_the_provider_and_unknown_servers_fall_back():
+    """A known provider's URL prices at that provider; a private server's URL falls back to
+    the SDK's provider, and a model no provider has is None (never a guess)."""
+    usage = Usage(input_tokens=1000, output_tokens=1000)
+    openai_cost = cost_of("gpt-4o", usage, provider="openai")
+    assert cost_of("gpt-4o", usage, provider="openai", api_url="http://127.0.0.1:8000/v1") == (
+        openai_cost
+    )
+    with pytest.warns(UnknownPriceWarning):
+        assert (
+            cost_of("my-local-llama", usage, provider="openai", api_url="http://127.0.0.1:1/v1")
+            is None
+        )
 
 
 def test_mock_replies_in_turn_with_usage_and_cost():

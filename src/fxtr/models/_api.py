@@ -15,6 +15,8 @@ from typing import Any, ClassVar
 
 import httpx
 
+from fxtr.models._classify import category_from_http
+from fxtr.models._observe import observe
 from fxtr.models._prices import cost_of
 from fxtr.models._types import (
     ModelCallError,
@@ -24,7 +26,6 @@ from fxtr.models._types import (
     RetryConfig,
     Usage,
 )
-from fxtr.models._classify import category_from_http
 
 DEFAULT_FAILURE_CATEGORIES_TO_RETRY: frozenset[str] = frozenset(
     {"rate_limit", "overloaded", "server_error", "timeout", "connection"}
@@ -163,10 +164,8 @@ class ModelAPI:
             ModelCallError: the provider refused, failed, or could not be reached; its
                 ``failure`` says the category.
         """
-        from fxtr.tracing._recorder import model_call
-
         limiter = call_limiter.get()
-        async with model_call(self.model_name, request) as call:
+        async with observe(self.model_name, request, self.provider) as call:
             if limiter is None:
                 response = await self._send(request)
             else:
@@ -202,7 +201,7 @@ class ModelAPI:
                 "server_error", f"HTTP {http.status_code} with a body that is not JSON"
             )
         response = self._parse(data)
-        cost = cost_of(self.model_name, response.usage)
+        cost = self._cost(data, response.usage)
         return ModelResponse(
             output=response.output,
             usage=response.usage,
@@ -210,6 +209,10 @@ class ModelAPI:
             stop_reason=response.stop_reason,
             model=response.model or self.model_name,
         )
+
+    def _cost(self, data: dict[str, Any], usage: Usage) -> float | None:
+        """The price of a call (genai-prices, or a ``set_price`` override)."""
+        return cost_of(self.model_name, usage, provider=self.provider, api_url=self.base_url)
 
     async def aclose(self) -> None:
         """Close the HTTP client this API opened."""

@@ -7,7 +7,8 @@ import itertools
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fxtr.models._prices import cost_of, price_of
+from fxtr.models._observe import observe
+from fxtr.models._prices import cost_of, has_price
 from fxtr.models._types import (
     AssistantMessage,
     ContentText,
@@ -92,10 +93,9 @@ class MockModelAPI:
             ModelCallError: the script returned a ``ModelCallFailure``.
         """
         from fxtr.models._api import call_limiter
-        from fxtr.tracing._recorder import model_call
 
         limiter = call_limiter.get()
-        async with model_call(self.model_name, request) as call:
+        async with observe(self.model_name, request, self.provider) as call:
             self.requests.append(request)
             if limiter is not None:
                 async with limiter(self.provider):
@@ -116,7 +116,7 @@ class MockModelAPI:
                 input_tokens=estimate_tokens(request_text(request)),
                 output_tokens=estimate_tokens(text),
             )
-            priced = self.model_name if price_of(self.model_name) else self.price_as
+            priced = self.model_name if has_price(self.model_name) else self.price_as
             response = ModelResponse(
                 output=(ContentText(text=text),),
                 usage=usage,

@@ -6,6 +6,7 @@ import json
 from typing import Any, ClassVar
 
 from fxtr.models._api import ModelAPI, usage_of
+from fxtr.models._prices import cost_of
 from fxtr.models._types import (
     AssistantMessage,
     ContentText,
@@ -14,6 +15,7 @@ from fxtr.models._types import (
     SystemMessage,
     ToolCall,
     ToolMessage,
+    Usage,
     UserMessage,
 )
 
@@ -346,6 +348,16 @@ class AnthropicMessagesAPI(ModelAPI):
                 else {"type": "tool", "name": request.tool_choice}
             )
         return body
+
+    def _cost(self, data: dict[str, Any], usage: Usage) -> float | None:
+        writes = int((data.get("usage") or {}).get("cache_creation_input_tokens") or 0)
+        return cost_of(
+            self.model_name,
+            usage,
+            provider=self.provider,
+            api_url=self.base_url,
+            cache_write_tokens=writes,
+        )
 
     def _parse(self, data: dict[str, Any]) -> ModelResponse:
         if data.get("type") == "error" or "error" in data:

@@ -1,6 +1,12 @@
-"""The execution graph: nodes for tasks, steps and model calls, and failure reasons."""
+"""The execution graph: nodes for tasks, steps and model calls, and failure reasons.
 
-from fxtr.tracing._classify import REASON_OF_CATEGORY, REASONS, classify, failure_category
+Importing this package installs the recorder of ``fxtr.models`` calls and the capture of
+calls made with the official ``openai`` / ``anthropic`` SDKs (``FXTR_CAPTURE=0`` turns the
+capture off).
+"""
+
+from fxtr.tracing import _capture
+from fxtr.models._classify import REASON_OF_CATEGORY, REASONS, classify, failure_category
 from fxtr.tracing._client import (
     Client,
     FluxRecoveryNotInstalled,
@@ -8,6 +14,8 @@ from fxtr.tracing._client import (
     TaskScope,
 )
 from fxtr.tracing._graph import Node, TaskGraph
+
+_capture.install()
 
 __all__ = [
     "REASONS",

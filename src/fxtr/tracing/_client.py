@@ -338,6 +338,8 @@ class Client:
         from fxtr.experiment._encoding import decode_text
 
         if node.kind == "model_call":
+            if not node.attrs.get("request"):
+                return None  # an SDK call: its step re-runs it, fxtr cannot re-send it
             request = decode_text(node.attrs["request"])
             return self._api(model or "auto", request).generate(request)
         if node.kind == "step" and node.attrs.get("resumable"):

@@ -158,14 +158,19 @@ class TaskGraph:
         error: BaseException | None = None,
         reason: str | None = None,
         category: str | None = None,
+        error_text: str | None = None,
     ) -> None:
-        """Finish a node; a failure gets its reason (``stall`` when it is a retry loop)."""
+        """Finish a node; a failure gets its reason (``stall`` when it is a retry loop).
+
+        The error's text is recorded with credentials redacted (``error_text`` when given).
+        """
         node.ended_at = time.time()
         node.status = status
         if error is not None:
-            from fxtr.tracing._classify import classify, failure_category
+            from fxtr.models._classify import classify, failure_category
+            from fxtr.secrets import redact
 
-            node.error = f"{type(error).__name__}: {error}"
+            node.error = error_text or redact(f"{type(error).__name__}: {error}")
             node.reason = reason or classify(error)
             node.category = category or failure_category(error)
         elif status == "failed" and node.reason is None:

@@ -10,6 +10,8 @@ from fxtr.tracing._graph import Node, TaskGraph
 if TYPE_CHECKING:
     from fxtr.experiment._jobs import JobResult
 
+_CALL_ATTRS = ("provider", "role", "cached_input_tokens", "messages", "reply", "api", "note")
+"""What a model-call node keeps from its invocation's ``model_calls`` entry."""
 _LAST = re.compile(r"^(?P<name>[^\[\]]+)(\[(?P<keys>.*)\])?$")
 
 
@@ -76,7 +78,7 @@ def job_graph(result: JobResult) -> TaskGraph:
                 kind="workflow",
                 name=wf.workflow,
                 parent_id=parent if parent else job.id,
-                status=wf.status,  # type: ignore[arg-type]
+                status=wf.status,
                 started_at=wf.started_at,
                 ended_at=wf.ended_at,
                 error=wf.error,
@@ -140,6 +142,7 @@ def job_graph(result: JobResult) -> TaskGraph:
                     reason=call.get("reason"),
                     category=call.get("category"),
                     error=call.get("error"),
+                    attrs={key: call[key] for key in _CALL_ATTRS if key in call},
                 )
             )
     return graph
