@@ -20,6 +20,7 @@ from fxtr.models import (
     OpenAIChatAPI,
     UserMessage,
 )
+from fxtr.models._classify import category_from_http
 from fxtr.tracing import REASONS, classify, failure_category
 
 REQUEST = ModelRequest(context=(UserMessage(content=(ContentText(text="hi"),)),))
@@ -436,3 +437,184 @@ def test_classifier_is_total(status, body):
         assert reason == "budget"
     if status == 402:
         assert reason == "budget"
+
+
+class BotocoreClientError(Exception):
+    """Shaped like botocore.exceptions.ClientError: the parsed response is a dict."""
+
+    def __init__(self, code, message, status):
+        super().__init__(f"An error occurred ({code}): {message}")
+        self.response = {
+            "Error": {"Code": code, "Message": message},
+            "ResponseMetadata": {"HTTPStatusCode": status},
+        }
+
+
+@pytest.mark.parametrize(
+    ("code", "message", "status", "category", "reason"),
+    [
+        (
+            "ThrottlingException",
+            "Too many tokens, please wait before trying again.",
+            429,
+            "rate_limit",
+            "budget",
+        ),
+        (
+            "ServiceQuotaExceededException",
+            "Your request exceeds the service quota for your account.",
+            400,
+            "quota",
+            "budget",
+        ),
+        (
+            "ValidationException",
+            "Input is too long for requested model.",
+            400,
+            "context_overflow",
+            "context_overflow",
+        ),
+        (
+            "ValidationException",
+            "Malformed input request, please reformat your input.",
+            400,
+            "invalid_request",
+            "unknown",
+        ),
+        (
+            "ModelTimeoutException",
+            "Model has timed out in processing the request.",
+            408,
+            "timeout",
+            "unknown",
+        ),
+        (
+            "ServiceUnavailableException",
+            "Service temporarily unavailable.",
+            503,
+            "overloaded",
+            "unknown",
+        ),
+    ],
+)
+def test_botocore_client_errors(code, message, status, category, reason):
+    """Bedrock through boto3: the exception name, its message and the status decide."""
+    error = BotocoreClientError(code, message, status)
+    assert failure_category(error) == category
+    assert classify(error) == reason
+
+
+def _http_error(status, content, headers=None):
+    request = httpx.Request("POST", "https://bedrock-runtime.us-east-1.amazonaws.com/model/x")
+    response = httpx.Response(status, content=content, headers=headers or {}, request=request)
+    return httpx.HTTPStatusError(str(status), request=request, response=response)
+
+
+def test_exception_name_in_an_aws_header():
+    """AWS puts the exception name in x-amzn-ErrorType; the body may say nothing more."""
+    error = _http_error(
+        400,
+        b'{"message":"Operation not allowed"}',
+        {"x-amzn-ErrorType": "ServiceQuotaExceededException:http://internal.amazon.com/"},
+    )
+    assert (failure_category(error), classify(error)) == ("quota", "budget")
+    plain = _http_error(400, b'{"message":"Operation not allowed"}')
+    assert (failure_category(plain), classify(plain)) == ("invalid_request", "unknown")
+
+
+def test_an_sse_stream_is_read_for_its_error_event():
+    """A streamed error (Anthropic's `event: error`) is read from its data line."""
+    stream = (
+        'event: message_start\ndata: {"type":"message_start"}\n\n'
+        'event: error\ndata: {"type":"error","error":'
+        '{"type":"overloaded_error","message":"Overloaded"}}\n\n'
+    )
+    assert category_from_http(200, stream) == "overloaded"
+    assert category_from_http(None, stream.encode()) == "overloaded"
+
+
+def test_an_embedded_status_stands_in_only_where_there_is_none():
+    """A 200 stream event's own code 429 is budget; the same code quoted in a 400 is not."""
+    event = {"error": {"code": 429, "message": "Resource exhausted, try later."}}
+    assert category_from_http(None, event) == "rate_limit"
+    assert category_from_http(200, event) == "rate_limit"
+    assert category_from_http(400, event) == "invalid_request"
+
+
+@given(st.integers(400, 599), st.sampled_from(["code", "status", "http_status"]))
+def test_a_quoted_status_never_makes_a_400_budget(quoted, field):
+    """ "error code 429 returned by upstream" inside a 400: the number is not the status."""
+    body = {
+        "error": {
+            "message": f"Upstream provider error: error code {quoted} returned by upstream",
+            field: quoted,
+        }
+    }
+    assert classify(SDKError(400, body)) == "unknown"
+
+
+def test_links_in_a_message_say_nothing():
+    """Words inside URLs (settings/billing, docs/rate-limits) are not signals."""
+    body = {"error": {"message": "Bad request. See https://console.example.com/settings/billing"}}
+    assert classify(SDKError(400, body)) == "unknown"
+    groq = (
+        "Rate limit reached for model `llama-3.3-70b-versatile` on tokens per day (TPD). "
+        "Upgrade to Dev Tier today at https://console.groq.com/settings/billing"
+    )
+    assert failure_category(SDKError(429, groq)) == "rate_limit"
+
+
+@pytest.mark.parametrize(
+    ("message", "category"),
+    [
+        # the request as a whole over the window: an overflow, whatever max_tokens says
+        (
+            "'max_tokens' or 'max_completion_tokens' is too large: 32000. This model's maximum"
+            " context length is 32768 tokens and your request has 1200 input tokens"
+            " (32000 > 32768 - 1200).",
+            "context_overflow",
+        ),
+        (
+            "input length and `max_tokens` exceed context limit: 199759 + 8192 > 200000,"
+            " decrease input length or `max_tokens` and try again",
+            "context_overflow",
+        ),
+        # more output than the model can produce: its cap, not the window
+        (
+            "max_tokens is too large: 10000. This model supports at most 4096 completion"
+            " tokens, whereas you provided 10000.",
+            "output_limit",
+        ),
+        (
+            "Unable to submit request because it has a maxOutputTokens value of 100117 but the"
+            " supported range is from 1 (inclusive) to 65537 (exclusive).",
+            "output_limit",
+        ),
+    ],
+)
+def test_output_cap_and_context_window_are_told_apart(message, category):
+    """The rule DESIGN §3 asks for: max_tokens over its cap is unknown, not an overflow."""
+    assert category_from_http(400, {"error": {"message": message}}) == category
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "category"),
+    [
+        (
+            400,
+            {
+                "error": {
+                    "code": "1301",
+                    "message": "系统检测到输入或生成内容可能包含不安全或敏感内容",
+                }
+            },
+            "content_filter",
+        ),
+        (429, {"error": {"code": "1113", "message": "余额不足或无可用资源包,请充值。"}}, "billing"),
+        (400, {"error": {"message": "请求的上下文长度超出模型限制"}}, "context_overflow"),
+        (503, {"error": {"message": "服务器繁忙"}}, "overloaded"),
+    ],
+)
+def test_messages_in_chinese(status, body, category):
+    """Providers that answer in Chinese (Zhipu, DeepSeek, Qwen) are read too."""
+    assert category_from_http(status, body) == category

@@ -77,7 +77,7 @@ CODE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"content_?filter|content_?policy|responsibleaipolicyviolation|"
             r"data_?inspection_?failed|unsafe|moderation|\bsafety\b|prohibited_content|"
-            r"blocklist|sensitive|\bspii\b|image_safety"
+            r"blocklist|blocked_prompt|sensitive|\bspii\b|image_safety|recitation|guardrail"
         ),
     ),
     (
@@ -85,7 +85,7 @@ CODE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"context_?length_?exceeded|exceed_context_size|context_exceeded|"
             r"context_window_exceeded|request_too_large_for_model|prompt_too_long|"
-            r"max_tokens_per_request|string_above_max_length"
+            r"max_tokens_per_request"
         ),
     ),
     (
@@ -111,6 +111,7 @@ OUTPUT_LIMIT = re.compile(
     r"max_(completion_|output_|new_)?tokens`?'?:? integer above maximum|"
     r"max_tokens`? must be less than or equal to|"
     r"maximum tokens you requested exceeds? the model limit|"
+    r"maxoutputtokens value of \d+ but the supported range|"
     r"error: `max_new_tokens` must be <=|"
     r"max(imum)? output tokens? (is|are|of) \d+|"
     r"exceeds? the (model's )?maximum (number of )?output tokens"
@@ -121,26 +122,28 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "context_overflow",
         re.compile(
-            r"context[ _]length|context[ _]window|context[ _]size|context limit|"
+            r"context[ _]?(length|window|size|limit)|"
             r"maximum context|\bn_ctx\b|prompt is too long|prompt too long|"
-            r"input is too long|input too long|input length|"
+            r"input is too long|input too long|input length|too many input tokens|"
+            r"input token count|`inputs` must have less than \d+ tokens|too many tokens: |"
             r"reduce the length of the (messages|prompt)|"
-            r"input token count.{0,40}exceeds|exceeds? the (model'?s? )?(maximum )?token limit|"
+            r"exceeds? the (model'?s? )?(maximum )?token limit|size limit exceeded by \d+ tokens|"
             r"exceeded model token limit|request_too_large_for_model|"
             r"prompt token count of \d+ exceeds|tokens? exceeds? the limit|"
+            r"(prompt|input|request|messages?) exceeds? (the )?max(imum)? (context |token )?length|"
             r"when context the overflows|tokens to keep from the initial prompt|"
             r"`inputs` tokens \+ `max_new_tokens`|input tokens exceed|"
             r"requested \d+ tokens, max \d+ tokens per request|"
             r"total number of tokens.{0,40}cannot exceed|"
             r"current length is \d+ while limit is \d+|maximum number of tokens allowed|"
-            r"上下文|输入长度|超出最大长度|超过最大长度|长度超(过|出)|"
+            r"上下文|输入长度|超出最大长度|超过最大长度|长度超(过|出)|超长|"
             r"コンテキスト長|longitud (máxima )?del contexto|longueur (maximale )?du contexte"
         ),
     ),
     (
         "content_filter",
         re.compile(
-            r"content[ _]filter|content[ _]policy|content management policy|"
+            r"content[ _]?filter|content[ _]?policy|content management policy|guardrail|"
             r"responsibleaipolicyviolation|moderation|flagged|safety system|"
             r"violat\w* (our |the )?(usage|content) polic|inappropriate content|"
             r"data ?inspection ?failed|unsafe content|content exists risk|sensitive content|"
@@ -159,8 +162,9 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"credit balance|billing|payment required|payment_required|"
             r"insufficient[_ ](funds|balance|credits?)|balance is insufficient|"
-            r"budget has been exceeded|exceeded ?budget|over budget|budget_exceeded|"
-            r"spend(ing)? limit|purchase (more )?credits|more credits|add credits|"
+            r"budget has been exceeded|exceeded ?budget|over budget|budget[_ ]?exceeded|"
+            r"spend(ing)? limit|maximum (monthly )?spend|credit limit|payment method|"
+            r"purchase (more )?credits|more credits|add credits|"
             r"(run|ran) out of credits|credits? (are|is) required|usage limits?\b|"
             r"account is not active|in good standing|top up|recharge|arrears|overdue|"
             r"余额|欠费|充值|账户.{0,6}(不足|用完)|残高|saldo insuficiente|solde insuffisant"
@@ -179,7 +183,7 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "overloaded",
         re.compile(
             r"overloaded|server is busy|no capacity|capacity exceeded|at capacity|"
-            r"temporarily unavailable|high demand|服务器繁忙|繁忙|过载"
+            r"temporarily unavailable|service ?unavailable|high demand|服务器繁忙|繁忙|过载"
         ),
     ),
 )
@@ -216,8 +220,10 @@ _TEXT_KEYS = frozenset(
         "details",
         "title",
         "error_msg",
+        "raw",
     )
 )
+"""Fields holding message text; ``raw`` is OpenRouter's copy of the upstream provider's error."""
 _STATUS_KEYS = frozenset(
     ("code", "status", "statuscode", "status_code", "http_status", "raw_status_code")
 )
@@ -274,6 +280,8 @@ def _walk(node: Any, out: _Signals, depth: int) -> None:
                     out.embedded_status = _as_status(value)
                 if name in _CODE_KEYS:
                     out.codes.append(value.lower())
+                if name == "blockreason" and value:  # Gemini: a prompt blocked, any reason
+                    out.codes.append("blocked_prompt")
                 if name in _TEXT_KEYS:
                     parsed = _parse_text(value) if value[:1] in ("{", "[") else value
                     if parsed is value:
@@ -338,14 +346,16 @@ def _budget_kind(codes: str, text: str, default: str) -> str:
         return "billing"
     if quota.search(codes):
         return "rate_limit" if rate.search(codes) else "quota"
-    for category, rule in MESSAGE_RULES[2:4]:  # quota, billing
-        if rule.search(text):
-            return category
-    return default
+    quota_text, billing_text, rate_text = (rule for _, rule in MESSAGE_RULES[2:5])
+    if quota_text.search(text):
+        return "quota"
+    if default == "rate_limit" and rate_text.search(text):  # a 429 that says it is a rate
+        return "rate_limit"
+    return "billing" if billing_text.search(text) else default
 
 
 def _by_status(status: int | None) -> str:
-    if status is None:
+    if status is None or status < 400:
         return "unknown"
     known = STATUS_CATEGORY.get(status)
     if known is not None:
@@ -424,25 +434,52 @@ def _headers_of(error: Any) -> Mapping[str, str] | None:
     return headers if isinstance(headers, Mapping) else None
 
 
+def _model_call_failure() -> Any:
+    """``ModelCallFailure``, imported once on first use (the types import the engine)."""
+    global _FAILURE_TYPE
+    if _FAILURE_TYPE is None:
+        from fxtr.models._types import ModelCallFailure
+
+        _FAILURE_TYPE = ModelCallFailure
+    return _FAILURE_TYPE
+
+
+_FAILURE_TYPE: Any = None
+
+
+def _provider_category(error: Any) -> str | None:
+    """The category of an error that carries provider information, else ``None``.
+
+    Provider information is a model call's failure, fxtr's own infrastructure failure (a
+    lost worker), or an HTTP status or body. httpx transport errors raised by user code
+    carry none: they are the user's tool failing (a model call's own transport failures
+    arrive as ``ModelCallError``).
+    """
+    failure_type = _model_call_failure()
+    if isinstance(error, failure_type):
+        return str(error.category)
+    own = getattr(type(error), "failure_category", None)
+    if isinstance(own, str):
+        return own
+    failure = getattr(error, "failure", None)
+    if isinstance(failure, failure_type):
+        return str(failure.category)
+    status = _status_of(error)
+    body = _body_of(error) if status is not None or hasattr(error, "body") else None
+    if status is None and body is None:
+        return None
+    return category_from_http(status, body, _headers_of(error))
+
+
 def failure_category(error: Any) -> str | None:
     """The finer category of a failure (``rate_limit``, ``timeout``, ...).
 
     ``None`` for an error that carries no provider information: user code that raised.
+    httpx's transport errors keep their category (``timeout``, ``connection``).
     """
-    from fxtr.models._types import ModelCallFailure
-
-    if isinstance(error, ModelCallFailure):
-        return error.category
-    own = getattr(type(error), "failure_category", None)
-    if isinstance(own, str):  # fxtr's own infrastructure failures (a lost worker)
-        return own
-    failure = getattr(error, "failure", None)
-    if isinstance(failure, ModelCallFailure):
-        return failure.category
-    status = _status_of(error)
-    body = _body_of(error) if status is not None or hasattr(error, "body") else None
-    if status is not None or body is not None:
-        return category_from_http(status, body, _headers_of(error))
+    category = _provider_category(error)
+    if category is not None:
+        return category
     try:
         import httpx
     except ImportError:  # pragma: no cover
@@ -454,35 +491,16 @@ def failure_category(error: Any) -> str | None:
     return None
 
 
-def _from_provider(error: Any) -> bool:
-    """Whether an error carries provider information.
-
-    That is a model call's failure, or an HTTP status or body. httpx transport errors
-    raised by user code do not: they are the user's tool failing (a model call's own
-    transport failures arrive as ``ModelCallError``).
-    """
-    from fxtr.models._types import ModelCallFailure
-
-    if isinstance(error, ModelCallFailure) or isinstance(
-        getattr(error, "failure", None), ModelCallFailure
-    ):
-        return True
-    if isinstance(getattr(type(error), "failure_category", None), str):
-        return True
-    return _status_of(error) is not None or getattr(error, "body", None) is not None
-
-
 def classify(error: Any) -> str:
     """The failure reason of an error: one of ``REASONS`` (``stall`` is decided by the graph).
 
     Args:
         error: any exception, an ``httpx.HTTPStatusError``, an SDK-style error with
             ``status_code`` and ``body``, a botocore ``ClientError``, or a
-            ``ModelCallFailure``.
+            ``ModelCallFailure``. An error that carries no provider information (user
+            code that raised, httpx transport errors included) is ``tool_error``.
     """
-    if not _from_provider(error):
-        return "tool_error"
-    category = failure_category(error)
+    category = _provider_category(error)
     if category is None:
         return "tool_error"
     return REASON_OF_CATEGORY.get(category, "unknown")
