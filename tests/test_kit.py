@@ -101,9 +101,10 @@ def test_json_and_csv_with_column_mapping_choices_and_metadata(tmp_path):
     assert no_target.target is None
 
 
-def test_a_relative_path_is_found_from_the_calling_module():
+def test_a_relative_path_is_found_from_the_calling_module_and_an_id_column_is_used():
     cases = load_cases("evals/data/capitals.jsonl")  # tests/ → repo root → evals/data
     assert len(cases) >= 5 and all(c.target for c in cases)
+    assert cases[0].id == "france" and "id" not in cases[0].metadata
 
 
 @pytest.mark.parametrize(
@@ -564,3 +565,16 @@ def test_a_provider_outage_fails_the_cell_with_its_reason_and_resume_reruns_it(
         )
     assert resumed.status == "succeeded", [(i.status, i.error) for i in resumed.invocations]
     assert _values(resumed) == {("openai-compatible/gpt-4o-mini", "c0", 0): 1.0}
+
+
+def test_a_target_edit_regrades_the_cached_answers_without_asking_again(tmp_path):
+    store = tmp_path / "s"
+    assert fxtr.run(evaluate, _inputs(includes()), store=store).status == "succeeded"
+    CALLS.clear()
+    edited = [CASES[0], CASES[1], Case(id="c2", input=CASES[2].input, target="Marlowe")]
+    reviewed = fxtr.run(evaluate, _inputs(includes(), 1, edited), store=store)
+    assert reviewed.status == "needs_review" and CALLS == []
+    in_review = {i.address for i in reviewed.invocations if i.status == "needs_review"}
+    assert len(in_review) == 2 and all("score[" in a and "case=c2" in a for a in in_review)
+    redone = fxtr.run(evaluate, _inputs(includes(), 1, edited), store=store, conflict="overwrite")
+    assert CALLS == [] and redone.output[("mock/kit-large", "c2", 0)].value == 0.0

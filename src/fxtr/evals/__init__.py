@@ -16,7 +16,7 @@ from fxtr.evals._judge import (
     DEFAULT_MODEL_GRADED_QA_TEMPLATE,
     default_instructions,
 )
-from fxtr.evals._models import Model, register_mock
+from fxtr.evals._models import Model, mock_judge, register_mock, user_text
 from fxtr.evals._scorers import (
     Score,
     Scorer,
@@ -51,10 +51,12 @@ __all__ = [
     "includes",
     "load_cases",
     "match",
+    "mock_judge",
     "model_graded_fact",
     "model_graded_qa",
     "numeric",
     "pattern",
     "register_mock",
     "score",
+    "user_text",
 ]

@@ -194,8 +194,9 @@ def load_cases(
         path: a ``.jsonl`` (one JSON object a line), ``.json`` (a list of objects) or ``.csv``
             (a header row) file. A relative path is looked up from the working directory,
             then from the calling module's folder and its parents.
-        id: the column holding each case's id; ``None`` gives every case a stable id from
-            a hash of its content (a few words of its input, then ten hex digits).
+        id: the column holding each case's id; ``None`` uses a column ``id`` where a case
+            has one, and gives the others a stable id from a hash of their content (a few
+            words of the input, then ten hex digits).
         input: the column holding the prompt.
         target: the column holding the expected answer (a string, a list of acceptable
             ones, or a number); ``None`` for cases without targets.
@@ -235,7 +236,8 @@ def load_cases(
     for line, record in reader(file, text):
         case = columns.case(file, line, record)
         if case.id in seen:
-            raise _duplicate(file, line, seen[case.id], case.id, explicit=id is not None)
+            explicit = id is not None or (isinstance(record, dict) and "id" in record)
+            raise _duplicate(file, line, seen[case.id], case.id, explicit=explicit)
         seen[case.id] = line
         cases.append(case)
     if not cases:
@@ -295,17 +297,19 @@ class _Columns:
         prompt = _text(path, line, record, self.input, "input")
         target = self._target(path, line, record)
         choices = self._choices(path, line, record)
+        id_column = self.id if self.id is not None or "id" not in record else "id"
         if self.metadata is None:
-            meta = {k: v for k, v in record.items() if k not in self.used()}
+            used = self.used() | {id_column} if id_column else self.used()
+            meta = {k: v for k, v in record.items() if k not in used}
         else:
             meta = {name: _column(path, line, record, name, "metadata") for name in self.metadata}
-        if self.id is None:
+        if id_column is None:
             case_id = content_id(prompt, target, choices, meta)
         else:
-            case_id = _text(path, line, record, self.id, "id")
+            case_id = _text(path, line, record, id_column, "id")
             if not case_id.strip():
                 raise CaseFileError(
-                    path, line, f"the id column {self.id!r} is empty", "Give the case an id"
+                    path, line, f"the id column {id_column!r} is empty", "Give the case an id"
                 )
         return Case(id=case_id, input=prompt, target=target, choices=choices, metadata=meta)
 

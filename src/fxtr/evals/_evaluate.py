@@ -11,6 +11,7 @@ from fxtr.evals import _judge
 from fxtr.evals._cases import Case
 from fxtr.evals._models import Model
 from fxtr.evals._scorers import JUDGES, Score, Scorer
+from fxtr.experiment.arrays import Array
 from fxtr.experiment.entities import BoundID
 from fxtr.experiment.handles import ArrayHandle, ScalarHandle
 from fxtr.experiment.steps import StepContext, step
@@ -179,6 +180,19 @@ async def _judged(context: StepContext, scorer: Scorer, case: Case, completion: 
     return Score(value=_judge.grade_value(grade), answer=completion, explanation=reply)
 
 
+async def _as_asked(
+    context: WorkflowContext, cases: ArrayHandle[BoundID[Case]]
+) -> ArrayHandle[BoundID[Case]]:
+    """The cases without what the model never sees (targets, metadata)."""
+    asked: dict[Any, BoundID[Case]] = {}
+    for (key,), ref in (await cases.observe()).items():
+        full = ref if isinstance(ref, Case) else await context.load(ref)
+        bare = Case(id=full.id, input=full.input, choices=full.choices)
+        asked[key] = await context.store(bare)
+    array = Array.from_mapping(asked, dims=["case"], value_type=BoundID[Case])
+    return context.add_source_array("asked", array)
+
+
 @workflow(name="fxtr.evaluate")
 async def evaluate(
     context: WorkflowContext,
@@ -187,11 +201,15 @@ async def evaluate(
     scorer: ScalarHandle[BoundID[Scorer]],
     samples: int = 1,
 ) -> Annotated[ArrayHandle[Score], "[model: str, case: str, sample: int]"]:
-    """Generate every (model, case, sample), then score each response."""
+    """Generate every (model, case, sample), then score each response.
+
+    The generate step sees what the model is asked (each case's id, input and choices), so
+    editing a target or metadata re-grades the cached answers instead of asking again.
+    """
     responses = context.run_step(
         "generate",
         generate,
-        {"model": model, "case": case},
+        {"model": model, "case": await _as_asked(context, case)},
         map_over=["model", "case"],
         samples=samples,
     )

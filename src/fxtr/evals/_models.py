@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from fxtr.experiment._entity import Entity
 from fxtr.models import (
     AnthropicMessagesAPI,
     MockModelAPI,
+    ModelRequest,
     OpenAIChatAPI,
     OpenAIResponsesAPI,
     Sampling,
+    UserMessage,
 )
 from fxtr.models._mock import Reply
 
@@ -126,3 +129,37 @@ def register_mock(
     short = name.removeprefix("mock/")
     _MOCKS[short] = MockModelAPI(short, reply, delay=delay, price_as=price_as)
     return Model(f"mock/{short}")
+
+
+def user_text(request: ModelRequest) -> str:
+    """The text of a request's last user message (what a mock's reply callable answers)."""
+    for message in reversed(request.context):
+        if isinstance(message, UserMessage):
+            return "".join(block.text for block in message.content)
+    return ""
+
+
+_CRITERION = re.compile(r"^\[(?:Expert|Criterion)\]: (.*?)\n\*{3}", re.MULTILINE | re.DOTALL)
+_SUBMISSION = re.compile(r"^\[Submission\]: (.*?)\n\*{3}", re.MULTILINE | re.DOTALL)
+
+
+def _inclusion_grade(request: ModelRequest) -> str:
+    prompt = user_text(request)
+    criterion, submission = _CRITERION.search(prompt), _SUBMISSION.search(prompt)
+    if criterion is None or submission is None:
+        return "The prompt is not a default grading template, so I cannot grade it.\nGRADE: I"
+    wanted, given = criterion.group(1).strip(), submission.group(1)
+    verdict = "C" if wanted.casefold() in given.casefold() else "I"
+    return (
+        f"The submission {'contains' if verdict == 'C' else 'lacks'} {wanted!r}.\nGRADE: {verdict}"
+    )
+
+
+def mock_judge(name: str = "judge") -> Model:
+    """An offline judge, ``mock/NAME``: GRADE C when the target appears in the answer.
+
+    It reads the default ``model_graded_fact`` and ``model_graded_qa`` templates (casefolded
+    inclusion of the expert answer or criterion in the submission) and grades anything else
+    I, so it stands in for a real judge in offline evals and tests.
+    """
+    return register_mock(name, _inclusion_grade)
