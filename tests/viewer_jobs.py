@@ -95,8 +95,9 @@ async def evaluate_eval(
     )
 
 
-def eval_cases(n: int = 0) -> dict[str, str]:
-    """Case ids and questions: the named ones, then ``n`` plain ones."""
+def eval_cases(n: int = 0, regressions: int = 0) -> dict[str, str]:
+    """Case ids and questions: the named ones, ``regressions`` more that the better variant
+    gets wrong, then ``n`` plain ones."""
     cases = {
         "easy": "easy: capital of France",
         "flaky": "flaky: a coin toss",
@@ -105,6 +106,7 @@ def eval_cases(n: int = 0) -> dict[str, str]:
         "boom": "boom: the provider fails",
         "xss": "xss: " + XSS,
     }
+    cases.update({f"regress{i}": f"regress: question {i}" for i in range(regressions)})
     cases.update({f"c{i:05d}": f"plain question {i}" for i in range(n)})
     return cases
 
@@ -115,12 +117,13 @@ def make_eval_job(
     variant: str = "base",
     samples: int = 2,
     n: int = 0,
+    regressions: int = 0,
     models: tuple[str, ...] = ("small", "large"),
     threshold: float = 0.8,
     baseline: str | None = None,
 ):
     """Run the eval workflow for real and write its ``evaluation`` field as the plugin does."""
-    cases = eval_cases(n)
+    cases = eval_cases(n, regressions)
     inputs = {
         "model": Array.from_mapping({m: m for m in models}, dims=["model"], value_type=str),
         "case": Array.from_mapping(cases, dims=["case"], value_type=str),

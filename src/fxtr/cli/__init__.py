@@ -322,6 +322,16 @@ def cmd_compare(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     a_eval, b_eval = evaluations
+    if args.margin < 0 or args.margin != args.margin:
+        msg = f"--margin {args.margin} must be a number of at least 0."
+        raise CommandError(msg)
+    if args.json:
+        from fxtr.report._evals import compare_evaluations
+
+        rows = compare_evaluations(a_eval, b_eval, margin=args.margin)
+        print(json.dumps({"a": ids[0], "b": ids[1], "groups": rows}, indent=2, default=str))
+        regressed = any(r.get("verdict") == "regressed" for r in rows)
+        return 1 if regressed and args.fail_on_regression else 0
     lines, regressed = comparison_lines(ids[0], ids[1], a_eval, b_eval, margin=args.margin)
     print("\n".join(lines))
     return 1 if regressed and args.fail_on_regression else 0
@@ -472,6 +482,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--fail-on-regression", action="store_true", help="exit 1 when a group regressed"
     )
+    p.add_argument("--json", action="store_true", help="print the comparison as JSON")
     p.set_defaults(run=cmd_compare)
 
     p = sub.add_parser("view", parents=[common], help="the viewer in a browser")
