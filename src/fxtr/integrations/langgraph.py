@@ -251,8 +251,7 @@ class FluxCheckpointer(InMemorySaver):
                 return step
             if number is not None and step.number == number:
                 if step.checkpoint_id is None and checkpoint_id is not None:
-                    step.checkpoint_id = checkpoint_id
-                    self._remember(state, (ns, checkpoint_id), step)
+                    self._learn_checkpoint(state, step, checkpoint_id)
                 return step
         earlier = state.steps.get((ns, checkpoint_id)) if checkpoint_id is not None else None
         if earlier is not None and earlier.generation == generation:
@@ -270,6 +269,14 @@ class FluxCheckpointer(InMemorySaver):
             self._remember(state, (ns, checkpoint_id), step)
         self._reopen_root(state, graph, parent)
         return step
+
+    def _learn_checkpoint(self, state: _Thread, step: _Step, checkpoint_id: str) -> None:
+        """A super-step the handler saw start learns the checkpoint it started from."""
+        step.checkpoint_id = checkpoint_id
+        earlier = state.steps.get((step.ns, checkpoint_id))
+        if earlier is not None and earlier is not step and earlier.graph is step.graph:
+            step.node.attrs.setdefault("resumed_from", earlier.node.id)
+        self._remember(state, (step.ns, checkpoint_id), step)
 
     def _remember(self, state: _Thread, key: tuple[str, str], step: _Step) -> None:
         state.steps[key] = step
@@ -400,8 +407,7 @@ class FluxCheckpointer(InMemorySaver):
             if path[0] == PUSH and path[1].isdigit():
                 task.node.attrs["push_index"] = int(path[1])
             if task.step.checkpoint_id is None and checkpoint_id is not None:
-                task.step.checkpoint_id = checkpoint_id
-                self._remember(state, (ns, checkpoint_id), task.step)
+                self._learn_checkpoint(state, task.step, checkpoint_id)
             if ERROR in channels:
                 error = next(v for c, v in writes if c == ERROR)
                 if isinstance(error, asyncio.CancelledError):
@@ -598,6 +604,8 @@ class _TaskWatcher(BaseCallbackHandler):
         task_ns = metadata.get("langgraph_checkpoint_ns")
         if not isinstance(task_ns, str) or ":" not in task_ns:
             return
+        if metadata.get("langgraph_node") in _INTERNAL:
+            return  # the input, or a conditional edge out of START: not a node of the user's
         task_id = _task_id_of(task_ns)
         with self._lock:
             if (thread_id, task_id) in self._running:
