@@ -3,86 +3,48 @@
 Try it:
 
     FXTR_DEMO_OUTAGE=1 pytest evals/test_outage.py   # one case fails: budget (HTTP 429)
-    pytest evals/test_outage.py --fxtr-resume        # only that case's step runs again
+    pytest evals/test_outage.py --fxtr-resume        # only that case's steps run again
 
 The outage is read here, in the launcher, like any provider state a step cannot see; the
-step itself stays hermetic.
+steps themselves stay hermetic.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Annotated
 
 import pytest
-from evalkit import PROVIDER, ask, model_api, scripted_answer
 
-from fxtr import ArrayHandle, ScalarHandle, StepContext, WorkflowContext, step, workflow
-from fxtr.models import (
-    DEFAULT_FAILURE_CATEGORIES_TO_RETRY,
-    ModelCallError,
-    ModelCallFailure,
-    RetryConfig,
-    generate_with_retries,
-)
+from fxtr.evals import evaluate, includes, load_cases, register_mock, user_text
+from fxtr.models import ModelCallFailure
 
 OUTAGE = os.environ.get("FXTR_DEMO_OUTAGE") == "1"
+CASES = [c for c in load_cases("data/qa.jsonl") if c.id in ("france", "planet", "arithmetic")]
+ANSWERS = {"France": "Paris.", "planet": "Jupiter.", "2 + 2": "4"}
 
 
-def _reply(request):
-    text = request.context[-1].content[0].text
-    if OUTAGE and "planet" in text:
+def reply(request):
+    question = user_text(request)
+    if OUTAGE and "planet" in question:
         return ModelCallFailure(
-            category="rate_limit",
-            description="HTTP 429: rate limit reached",
+            category="quota",
+            description="HTTP 429: You exceeded your current quota.",
             status_code=429,
-            retry_after=0.01,
         )
-    return scripted_answer("gpt-4o")(request)
+    return next(answer for topic, answer in ANSWERS.items() if topic in question)
 
 
-@step(name="outage.answer")
-async def answer(context: StepContext, question: str, expected: str, provider: str) -> bool:
-    """Whether the model's answer contains the expected one (retrying rate limits twice)."""
-    api = model_api("gpt-4o", reply=_reply)
-    try:
-        response = await generate_with_retries(
-            api,
-            ask(question),
-            retry=RetryConfig(max_attempts=2, initial_delay=0.01),
-            failure_categories_to_retry=DEFAULT_FAILURE_CATEGORIES_TO_RETRY,
-        )
-    finally:
-        await api.aclose()
-    if isinstance(response, ModelCallFailure):
-        raise ModelCallError(response)
-    return expected.lower() in response.text.lower()
+MODEL = register_mock("outage-model", reply, price_as="gpt-5-mini")
 
 
-@workflow(name="outage.evaluate")
-async def evaluate(
-    context: WorkflowContext,
-    question: Annotated[ArrayHandle[str], "[case: str]"],
-    expected: Annotated[ArrayHandle[str], "[case: str]"],
-    provider: ScalarHandle[str],
-) -> Annotated[ArrayHandle[bool], "[case: str]"]:
-    return context.run_step(
-        "answer",
-        answer,
-        {"question": question, "expected": expected, "provider": provider},
-        map_over=["case"],
-    )
-
-
-@pytest.mark.fxtr(evaluate, inputs={"provider": PROVIDER}, threshold=1.0)
-@pytest.mark.parametrize(
-    ("question", "expected"),
-    [
-        ("What is the capital of France?", "Paris"),
-        ("What is the largest planet?", "Jupiter"),
-        ("What is 2 + 2?", "4"),
-    ],
-    ids=["france", "planet", "arithmetic"],
+@pytest.mark.fxtr(
+    evaluate,
+    dims={"model": "model", "case": "case"},
+    inputs={"scorer": includes()},
+    threshold=1.0,
 )
-def test_answers(question, expected, result):
-    assert result is True
+@pytest.mark.parametrize("model", [MODEL])
+@pytest.mark.parametrize("case", CASES)
+def test_answers(model, case, result):
+    (score,) = (score for _, score in result.items())
+    assert score.value == 1.0

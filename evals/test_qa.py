@@ -1,106 +1,73 @@
-"""QA over models x cases, graded by a judge model; the mean score per model gates CI."""
+"""QA on the kit: two models answer a dataset, a judge grades, the mean per model gates CI.
+
+Offline (the default) the models and the judge are `mock/...` stand-ins; with OPENAI_API_KEY
+and ANTHROPIC_API_KEY set, the same eval calls the real models. The model's name is its
+identity in every fingerprint, so offline answers are never served for a real model.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated
+import os
 
 import pytest
-from evalkit import PROVIDER, ask, model_api, scripted_judge
 
-from fxtr import (
-    ArrayHandle,
-    BoundID,
-    Entity,
-    ScalarHandle,
-    StepContext,
-    WorkflowContext,
-    step,
-    workflow,
+from fxtr.evals import (
+    Model,
+    evaluate,
+    load_cases,
+    mock_judge,
+    model_graded_fact,
+    register_mock,
+    user_text,
 )
+from fxtr.models import Sampling
+
+CASES = load_cases("data/qa.jsonl")  # found from this module's folder
+
+KNOWLEDGE = {
+    "capital of France": "The capital of France is Paris.",
+    "2 + 2": "2 + 2 = 4.",
+    "largest planet": "Jupiter is the largest planet in the solar system.",
+    "Hamlet": "Hamlet was written by William Shakespeare.",
+    "boiling point": "Water boils at 100 degrees Celsius at sea level.",
+}
 
 
-class Judge(Entity):
-    """The grading model and its instructions."""
+def offline(gaps: set[str]):
+    """A mock model's reply: what it knows, except its gaps."""
 
-    model_name: str
-    rubric: str
+    def reply(request) -> str:
+        question = user_text(request)
+        topic = next((t for t in KNOWLEDGE if t in question), None)
+        return "I am not sure." if topic is None or topic in gaps else KNOWLEDGE[topic]
 
-
-@step(name="qa.answer")
-async def answer(context: StepContext, model: str, question: str, provider: str) -> str:
-    """Ask one model one question."""
-    api = model_api(model)
-    try:
-        response = await api.generate(ask(question))
-    finally:
-        await api.aclose()
-    return response.text
+    return reply
 
 
-@step(name="qa.judge")
-async def grade_answer(
-    context: StepContext, judge: Judge, question: str, expected: str, answer: str, provider: str
-) -> float:
-    """1.0 when the judge says the answer matches the expected one, else 0.0."""
-    api = model_api(judge.model_name, reply=scripted_judge)
-    prompt = f"{judge.rubric}\nQuestion: {question}\nExpected answer: {expected}\nAnswer: {answer}"
-    try:
-        verdict = (await api.generate(ask(prompt))).text
-    finally:
-        await api.aclose()
-    context.log(f"judge said {verdict!r}")
-    return 1.0 if verdict.strip().upper().startswith("YES") else 0.0
-
-
-@workflow(name="qa.evaluate")
-async def evaluate(
-    context: WorkflowContext,
-    model: Annotated[ArrayHandle[str], "[model: str]"],
-    question: Annotated[ArrayHandle[str], "[case: str]"],
-    expected: Annotated[ArrayHandle[str], "[case: str]"],
-    judge: ScalarHandle[BoundID[Judge]],
-    provider: ScalarHandle[str],
-) -> Annotated[ArrayHandle[float], "[model: str, case: str]"]:
-    """Answer every case with every model, then grade each answer."""
-    answers = context.run_step(
-        "answer",
-        answer,
-        {"model": model, "question": question, "provider": provider},
-        map_over=["model", "case"],
-    )
-    return context.run_step(
-        "judge",
-        grade_answer,
-        {
-            "judge": judge,
-            "question": question,
-            "expected": expected,
-            "answer": answers,
-            "provider": provider,
-        },
-        map_over=["model", "case"],
-    )
-
-
-JUDGE = Judge(model_name="gpt-4o", rubric="You are a strict judge. Reply YES or NO.")
-CASES = [
-    ("What is the capital of France?", "Paris"),
-    ("What is 2 + 2?", "4"),
-    ("What is the largest planet?", "Jupiter"),
-    ("Who wrote Hamlet?", "Shakespeare"),
-    ("What is the boiling point of water in Celsius?", "100"),
-]
-CASE_IDS = ["france", "arithmetic", "planet", "hamlet", "water"]
+if os.environ.get("OPENAI_API_KEY") and os.environ.get("ANTHROPIC_API_KEY"):
+    SAMPLING = Sampling(max_tokens=200)
+    MODELS = [
+        Model("openai/gpt-5-mini", sampling=SAMPLING),
+        Model("anthropic/claude-haiku-4-5", sampling=SAMPLING),
+    ]
+    JUDGE = Model("openai/gpt-5")
+else:
+    MODELS = [
+        register_mock("qa-large", offline(gaps=set()), price_as="gpt-5-mini"),
+        register_mock("qa-small", offline(gaps={"Hamlet"}), price_as="claude-haiku-4-5"),
+    ]
+    JUDGE = mock_judge("qa-judge", price_as="gpt-5")
 
 
 @pytest.mark.fxtr(
     evaluate,
-    dims={"model": "model", "case": ("question", "expected")},
-    inputs={"judge": JUDGE, "provider": PROVIDER},
+    dims={"model": "model", "case": "case"},
+    inputs={"scorer": model_graded_fact(JUDGE)},
     threshold=0.7,
 )
-@pytest.mark.parametrize("model", ["gpt-4o-mini", "claude-sonnet-4-5"])
-@pytest.mark.parametrize(("question", "expected"), CASES, ids=CASE_IDS)
-def test_qa(model, question, expected, result):
-    """Each case is graded; the per-model mean must reach the threshold."""
-    assert result in (0.0, 1.0)
+@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("case", CASES)
+def test_qa(model, case, result):
+    """Each answer is graded; the per-model mean must reach the threshold."""
+    (score,) = (score for _, score in result.items())
+    assert score.explanation  # the judge's reply, kept with the score

@@ -1,22 +1,28 @@
 """A step that runs a small agent with a `fxtr.tracing.Client`: its model calls and its own
-sub-steps are recorded, and their tokens and cost count toward the step's invocation."""
+sub-steps are recorded, and their tokens and cost count toward the step's invocation.
+
+The analyst is a `fxtr.evals.Model` input (offline, `mock/analyst`), so its name is part
+of the step's fingerprint.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
 import pytest
-from evalkit import PROVIDER, model_api
 
-from fxtr import ArrayHandle, ScalarHandle, StepContext, WorkflowContext, step, workflow
+from fxtr import ArrayHandle, BoundID, ScalarHandle, StepContext, WorkflowContext, step, workflow
+from fxtr.evals import Model, register_mock, user_text
 from fxtr.tracing import Client
 
 
 def _analyst(request):
-    text = request.context[-1].content[0].text
-    if "competitors" in text:
+    if "competitors" in user_text(request):
         return "Acme, Globex, Initech"
     return "Acme leads on price; Globex on features; Initech on support."
+
+
+ANALYST = register_mock("analyst", _analyst, price_as="gpt-5-mini")
 
 
 def lookup_prices(names: list[str]) -> dict[str, int]:
@@ -25,8 +31,8 @@ def lookup_prices(names: list[str]) -> dict[str, int]:
 
 
 @step(name="research.brief")
-async def brief(context: StepContext, market: str, provider: str) -> dict:
-    client = Client({"analyst": model_api("gpt-4o-mini", reply=_analyst)})
+async def brief(context: StepContext, market: str, analyst: Model) -> dict:
+    client = Client({"analyst": analyst.api()})
     with client.task(f"research {market}"):
         found = await client.messages.create(
             messages=[{"role": "user", "content": f"Who are the top 3 competitors in {market}?"}]
@@ -50,15 +56,15 @@ async def score(context: StepContext, brief: dict) -> float:
 async def evaluate(
     context: WorkflowContext,
     market: Annotated[ArrayHandle[str], "[case: str]"],
-    provider: ScalarHandle[str],
+    analyst: ScalarHandle[BoundID[Model]],
 ) -> Annotated[ArrayHandle[float], "[case: str]"]:
     briefs = context.run_step(
-        "brief", brief, {"market": market, "provider": provider}, map_over=["case"]
+        "brief", brief, {"market": market, "analyst": analyst}, map_over=["case"]
     )
     return context.run_step("score", score, {"brief": briefs}, map_over=["case"])
 
 
-@pytest.mark.fxtr(evaluate, inputs={"provider": PROVIDER}, threshold=1.0)
+@pytest.mark.fxtr(evaluate, inputs={"analyst": ANALYST}, threshold=1.0)
 @pytest.mark.parametrize("market", ["databases", "observability"])
 def test_research(market, result):
     assert result == 1.0

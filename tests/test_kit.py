@@ -578,3 +578,13 @@ def test_a_target_edit_regrades_the_cached_answers_without_asking_again(tmp_path
     assert len(in_review) == 2 and all("score[" in a and "case=c2" in a for a in in_review)
     redone = fxtr.run(evaluate, _inputs(includes(), 1, edited), store=store, conflict="overwrite")
     assert CALLS == [] and redone.output[("mock/kit-large", "c2", 0)].value == 0.0
+
+
+def test_a_mock_name_belongs_to_one_module():
+    again = register_mock("kit-small", _small)  # the same module again: replaces, same model
+    assert again == SMALL
+    other = {"__file__": "/elsewhere/evals/test_other.py", "__name__": "test_other"}
+    code = "from fxtr.evals import register_mock\nregister_mock('kit-small', 'Hi.')"
+    with pytest.raises(ValueError, match=r"mock/kit-small is already registered by .*test_kit\.py.*another name"):
+        exec(code, other)
+    assert Model("mock/kit-small").api().model_name == "kit-small"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 from fxtr.experiment._entity import Entity
@@ -20,6 +21,8 @@ from fxtr.models._mock import Reply
 PROVIDERS = ("openai", "anthropic", "openai-compatible", "mock")
 
 _MOCKS: dict[str, MockModelAPI] = {}
+_OWNERS: dict[str, str] = {}
+"""The module that registered each mock name."""
 
 
 class Model(Entity):
@@ -124,9 +127,31 @@ def register_mock(
         price_as: a priced model name to compute the mock's cost with.
 
     Register in the eval module (the launcher), so every process that imports it (pytest-xdist
-    workers included) has the same mocks. Registering a name again replaces its reply.
+    workers included) has the same mocks. The name is the model's identity, so one process
+    has one mock per name: registering it again from the same module replaces its reply
+    (a module imported twice); from another module it is an error.
+
+    Raises:
+        ValueError: another module registered this name.
     """
+    return _register(name, reply, delay, price_as, _owner(sys._getframe(1)))
+
+
+def _owner(frame: Any) -> str:
+    return str(frame.f_globals.get("__file__") or frame.f_globals.get("__name__", "?"))
+
+
+def _register(name: str, reply: Reply, delay: float, price_as: str | None, owner: str) -> Model:
     short = name.removeprefix("mock/")
+    before = _OWNERS.get(short)
+    if before is not None and before != owner:
+        msg = (
+            f"mock/{short} is already registered by {before}: a model's name is its identity "
+            f"in every fingerprint, so {owner} must give its mock another name "
+            f"(register_mock('{short}-2', ..., price_as={short!r}) keeps the price)."
+        )
+        raise ValueError(msg)
+    _OWNERS[short] = owner
     _MOCKS[short] = MockModelAPI(short, reply, delay=delay, price_as=price_as)
     return Model(f"mock/{short}")
 
@@ -155,11 +180,12 @@ def _inclusion_grade(request: ModelRequest) -> str:
     )
 
 
-def mock_judge(name: str = "judge") -> Model:
+def mock_judge(name: str = "judge", *, price_as: str | None = None) -> Model:
     """An offline judge, ``mock/NAME``: GRADE C when the target appears in the answer.
 
     It reads the default ``model_graded_fact`` and ``model_graded_qa`` templates (casefolded
     inclusion of the expert answer or criterion in the submission) and grades anything else
-    I, so it stands in for a real judge in offline evals and tests.
+    I, so it stands in for a real judge in offline evals and tests. ``price_as`` prices its
+    calls like a real model's.
     """
-    return register_mock(name, _inclusion_grade)
+    return _register(name, _inclusion_grade, 0.0, price_as, _owner(sys._getframe(1)))
