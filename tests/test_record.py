@@ -243,3 +243,41 @@ def test_sigkill_mid_job_loses_at_most_what_was_in_flight(tmp_path):
     reran = [line for line in second.stdout.splitlines() if line.startswith("done")]
     assert len(reran) == 40 - len(stored)
     assert len(reran) <= 40 - completed_before_kill + 4
+
+
+def test_root_is_the_first_segment_of_every_address_and_resume_keeps_it():
+    """launch(root=...) roots every address; the record keeps it; resume and verify use it."""
+    examples.FAIL.add("capital of france")
+    first = run(evaluate, qa_inputs(models=("a",)), root="evals.test_qa::test_qa")
+    assert first.status == "failed"
+    assert {i.address.split("/")[0] for i in first.invocations} == {"evals.test_qa::test_qa"}
+    assert first.workflows[0].address == "evals.test_qa::test_qa"
+    assert open_store(".fxtr").get_job(first.job_id)["root"] == "evals.test_qa::test_qa"
+    examples.FAIL.clear()
+    examples.CALLS.clear()
+    second = asyncio.run(resume(first.job_id))
+    assert second.status == "succeeded"
+    assert sorted(examples.CALLS) == [
+        "evals.test_qa::test_qa/answer[model=a,prompt=p2]",
+        "evals.test_qa::test_qa/score[model=a,prompt=p2]",
+        "evals.test_qa::test_qa/summarize[model=a]/mean",
+    ]
+    asyncio.run(verify(first.job_id))
+    with pytest.raises(ValueError, match="start with 'evals.test_qa::test_qa'"):
+        asyncio.run(resume(first.job_id, root="other"))
+
+
+@pytest.mark.parametrize("root", ["", "a/b", "x[1]", 3])
+def test_a_bad_root_is_refused(root):
+    with pytest.raises(ValueError, match="root="):
+        run(evaluate, qa_inputs(), root=root)
+
+
+@workflow(name="t.defaulted")
+async def defaulted(context: WorkflowContext, x: int, times: int = 3) -> ScalarHandle[int]:
+    return context.run_step("echo", echo, {"x": x * times})
+
+
+def test_workflow_parameters_with_a_default_may_be_left_out():
+    assert run(defaulted, {"x": 2}).output.item() == 6
+    assert run(defaulted, {"x": 2, "times": 5}, conflict="overwrite").output.item() == 10

@@ -247,3 +247,71 @@ def test_failure_markers_round_trip(location):
     store = open_store(location)
     store.write(Batch(failures={"job|1|a": '{"address": "a"}'}))
     assert store.get_failures(["job|1|a", "job|1|b"]) == {"job|1|a": '{"address": "a"}'}
+
+
+def _damage_job_record(location, job_id):
+    """Overwrite a job record with bytes that are not a record, as a torn write would."""
+    store = open_store(location)
+    if hasattr(store, "jobs"):
+        store.jobs.set(job_id, '{"job_id": "half a rec')
+    else:
+        store._conn().execute(
+            "UPDATE fxtr_jobs SET record = %s WHERE job_id = %s", ("\x01garbage", job_id)
+        )
+
+
+def test_update_job_merges_fields(location):
+    """update_job merges fields into the record; the rest of it stays; no job is a KeyError."""
+    result = run(evaluate, qa_inputs(), store=location)
+    store = open_store(location)
+    before = store.get_job(result.job_id)
+    written = store.update_job(result.job_id, evaluation={"gate": {"passed": False}}, note=1)
+    after = store.get_job(result.job_id)
+    assert after == written
+    assert after["evaluation"] == {"gate": {"passed": False}} and after["note"] == 1
+    assert {k: v for k, v in after.items() if k not in ("evaluation", "note")} == before
+    store.update_job(result.job_id, note=2)
+    assert store.get_job(result.job_id)["note"] == 2
+    assert store.get_job(result.job_id)["evaluation"] == {"gate": {"passed": False}}
+    with pytest.raises(KeyError, match="nope"):
+        store.update_job("nope", note=3)
+
+
+def test_a_damaged_job_record_is_skipped_with_a_warning(location, capsys):
+    """One damaged record breaks neither iter_jobs nor `fxtr jobs` for the others."""
+    good = run(evaluate, qa_inputs(), store=location)
+    bad = run(evaluate, qa_inputs(), store=location)
+    _damage_job_record(location, bad.job_id)
+    store = open_store(location)
+    with pytest.warns(RuntimeWarning, match=f"damaged job record '{bad.job_id}'"):
+        jobs = [r["job_id"] for r in store.iter_jobs()]
+    assert jobs == [good.job_id]
+    with pytest.warns(RuntimeWarning, match="damaged"):
+        assert main(["--store", location, "jobs"]) == 0
+    assert good.job_id in capsys.readouterr().out
+
+
+def test_a_job_id_in_use_is_refused(location):
+    """Launching with an existing job id never mixes two jobs' records."""
+    first = run(evaluate, qa_inputs(), store=location, job_id="job-1")
+    with pytest.raises(ValueError, match="already has a job 'job-1'.*resume"):
+        run(evaluate, qa_inputs(models=("b",)), store=location, job_id="job-1")
+    record = open_store(location).get_job("job-1")
+    assert len(record["attempts"]) == 1
+    assert record["inputs"] == open_store(location).get_job(first.job_id)["inputs"]
+
+
+def test_two_roots_sharing_a_workflow_never_share_addresses(location):
+    """Under pytest the root is the eval: two evals of one workflow and ids never conflict."""
+    a = run(evaluate, qa_inputs(), store=location, root="evals.test_a::test_qa")
+    other = qa_inputs({"p1": "other question", "p2": "capital of italy"})
+    b = run(evaluate, other, store=location, root="evals.test_b::test_qa")
+    assert a.status == b.status == "succeeded"
+    assert all(i.address.startswith("evals.test_a::test_qa/") for i in a.invocations)
+    assert all(i.address.startswith("evals.test_b::test_qa/") for i in b.invocations)
+    examples.CALLS.clear()
+    again = run(evaluate, qa_inputs(), store=location, root="evals.test_a::test_qa")
+    assert again.status == "succeeded" and examples.CALLS == []
+    store = open_store(location)
+    assert store.get_job(a.job_id)["root"] == "evals.test_a::test_qa"
+    assert store.get_entry("evals.test_b::test_qa/answer[model=a,prompt=p1]") is not None

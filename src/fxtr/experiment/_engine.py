@@ -35,7 +35,7 @@ from fxtr.experiment._entity import BoundID, Entity
 from fxtr.experiment._executor import LOCAL
 from fxtr.experiment._handle import ArrayHandle, make_handle
 from fxtr.experiment._records import Invocation, WorkflowRun
-from fxtr.experiment._signature import Param
+from fxtr.experiment._signature import NO_DEFAULT, Param
 from fxtr.experiment._types import (
     Dim,
     bound_target,
@@ -420,6 +420,9 @@ class Run:
         concrete: dict[str, Any] = {}
         mapped_types: dict[str, Dim] = {}
         for name, param in params.items():
+            if name not in inputs and concrete_ok and param.default is not NO_DEFAULT:
+                concrete[name] = param.default
+                continue
             if name not in inputs:
                 problems.append(f"{callee} needs input {name!r} ({param.describe()}); pass it")
                 continue

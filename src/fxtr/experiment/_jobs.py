@@ -115,6 +115,16 @@ def _check_options(conflict: str, concurrency: int) -> None:
         raise ValueError(msg)
 
 
+def _check_root(root: Any) -> str:
+    if not isinstance(root, str) or not root.strip() or any(c in root for c in "/[]"):
+        msg = (
+            f"root={root!r}: the root of every address must be a non-empty str without '/', "
+            "'[' or ']' (for example an eval's id 'evals.test_qa::test_qa')."
+        )
+        raise ValueError(msg)
+    return root
+
+
 def _open(store: Any) -> Store:
     opened: Store = open_store(store)
     return opened
@@ -204,6 +214,7 @@ async def _attempt(
     if hermetic:
         install_hermetic()
     job_id = record["job_id"]
+    root_address = record.get("root") or wf.name
     last = record["attempts"][-1] if record["attempts"] else None
     if run_tag is not None and last is not None and last.get("run") == run_tag:
         # another process of the same run (a pytest-xdist worker) started this attempt: join it
@@ -236,7 +247,7 @@ async def _attempt(
             record["inputs"] = {k: encode_text(v) for k, v in prepared.items()}
         store.put_job(record)
         kwargs = _root_kwargs(wf, prepared, run)
-        root: Node | None = await run.drive(run.run_body(wf, wf.name, kwargs))
+        root: Node | None = await run.drive(run.run_body(wf, root_address, kwargs))
         status = _status(run)
         store.put_ops(job_id, attempt, run.ops)
         store.put_workflows(job_id, attempt, [w.to_json() for w in run.workflows.values()])
@@ -252,7 +263,9 @@ async def _attempt(
                 hermetic=False,
             )
             replay.entities = run.entities
-            await replay.drive(replay.run_body(wf, wf.name, _root_kwargs(wf, prepared, replay)))
+            await replay.drive(
+                replay.run_body(wf, root_address, _root_kwargs(wf, prepared, replay))
+            )
     except BaseException as exc:
         info.update(status="error", ended_at=time.time(), error=f"{type(exc).__name__}: {exc}")
         if run.ops:
@@ -288,6 +301,26 @@ async def _attempt(
     )
 
 
+def _joined_record(store: Store, job_id: str, run_tag: str | None) -> dict[str, Any] | None:
+    """The record of a job another process of the same run launched, or None for a new job.
+
+    Raises:
+        ValueError: the store already has a job with this id from elsewhere (job ids are
+            unique: two jobs' records are never mixed).
+    """
+    if not store.has_job(job_id):
+        return None
+    record = store.get_job(job_id)
+    if run_tag is not None and record.get("run_tag") == run_tag:
+        return record
+    msg = (
+        f"The store at {store.path} already has a job {job_id!r}. Resume it with "
+        f"resume({job_id!r}) (fxtr resume {job_id}), or launch with another job_id "
+        "(or none, for a new random one)."
+    )
+    raise ValueError(msg)
+
+
 async def launch(
     workflow: WorkflowDefinition[..., Any],
     inputs: Mapping[str, Any] | None = None,
@@ -301,6 +334,7 @@ async def launch(
     on_invocation: Any = None,
     hermetic: bool = True,
     run_tag: str | None = None,
+    root: str | None = None,
 ) -> JobResult:
     """Run a job: one root workflow over its inputs.
 
@@ -321,11 +355,15 @@ async def launch(
             their records.
         run_tag: processes of one run that launch or resume the same job with the same tag
             (pytest-xdist workers) join one attempt instead of each starting their own.
+        root: the first segment of every address (default: the workflow's name). The
+            plugin passes the eval's id, so two evals sharing a workflow never share cache
+            entries. Kept in the job record; ``resume`` uses it.
 
     Returns:
         The attempt's ``JobResult``; failures of steps are in it, not raised.
 
     Raises:
+        ValueError: a bad option (conflict policy, concurrency, root).
         SignatureError: inputs do not fit the workflow, or the body scheduled badly.
         DeterminismError: the verifying replay differs from the attempt.
     """
@@ -333,12 +371,15 @@ async def launch(
         msg = f"launch() needs a @workflow, got {workflow!r}."
         raise TypeError(msg)
     _check_options(conflict, concurrency)
+    root = workflow.name if root is None else _check_root(root)
     st = _open(store)
     commit, dirty = _git_commit()
     job_id = job_id or uuid.uuid4().hex[:16]
-    record: dict[str, Any] = {
+    joined = _joined_record(st, job_id, run_tag)
+    record: dict[str, Any] = joined or {
         "job_id": job_id,
         "workflow": workflow.name,
+        "root": root,
         "workflow_path": workflow.path,
         "workflow_file": _source_file(workflow),
         "commit": commit,
@@ -347,6 +388,8 @@ async def launch(
         "cwd": str(Path.cwd()),
         "attempts": [],
     }
+    if run_tag is not None:
+        record.setdefault("run_tag", run_tag)
     return await _attempt(
         st,
         workflow,
@@ -376,10 +419,15 @@ async def resume(
     on_invocation: Any = None,
     hermetic: bool = True,
     run_tag: str | None = None,
+    root: str | None = None,
 ) -> JobResult:
     """Start the next attempt of a job: only failed, skipped or never-run invocations run.
 
+    The addresses keep the root the job was launched with (its record says it); ``root=``
+    is accepted for symmetry with ``launch`` and must agree with the record.
+
     Raises:
+        ValueError: ``root`` differs from the job's.
         KeyError: the store has no such job (the message names the store).
         LookupError: the root workflow can no longer be imported (pass ``workflow=``).
         DeterminismError: the body schedules differently than the record.
@@ -388,6 +436,13 @@ async def resume(
     st = _open(store)
     record = st.get_job(job_id)
     wf = workflow or find_workflow(record["workflow_path"], record.get("workflow_file"))
+    recorded_root = record.get("root") or wf.name
+    if root is not None and _check_root(root) != recorded_root:
+        msg = (
+            f"resume({job_id!r}, root={root!r}): the job's addresses start with "
+            f"{recorded_root!r}; leave root= out to resume it."
+        )
+        raise ValueError(msg)
     inputs = {k: decode_text(v) for k, v in record.get("inputs", {}).items()}
     prior = {a: Invocation.from_json(r) for a, r in st.job_invocations(job_id).items()}
     last = len(record["attempts"])
@@ -433,7 +488,8 @@ async def verify(
     replay = Run(
         store=st, job_id=job_id, attempt=attempt, mode="verify", prior=prior, expected_ops=ops
     )
-    await replay.drive(replay.run_body(wf, wf.name, _root_kwargs(wf, inputs, replay)))
+    root = record.get("root") or wf.name
+    await replay.drive(replay.run_body(wf, root, _root_kwargs(wf, inputs, replay)))
 
 
 def run(

@@ -15,6 +15,8 @@ from fxtr.experiment._types import value_type_problem as _value_problem
 from fxtr.experiment.errors import SignatureError
 
 Owner = Literal["step", "workflow"]
+NO_DEFAULT: Any = inspect.Parameter.empty
+"""A parameter without a default."""
 Kind = Literal["value", "array", "handle"]
 
 
@@ -29,6 +31,9 @@ class Param:
     """Declared dimensions; ``()`` for a single value."""
     kind: Kind
     """``value``: a bare value; ``array``: an ``Array`` (steps); ``handle``: a handle."""
+    default: Any = NO_DEFAULT
+    """A workflow's plain-value parameter may have one (``samples: int = 1``): inputs may
+    leave it out."""
 
     def describe(self) -> str:
         """The parameter as written: ``answer: str``, ``scores: Array[float][sample: int]``."""
@@ -164,6 +169,14 @@ def read_signature(fn: Callable[..., Any], owner: Owner, label: str) -> Signatur
             problems.append(f"{where} has no annotation; annotate it, e.g. '{p.name}: str'")
             continue
         param = _parse_annotation(owner, p.name, hints[p.name], problems, where)
+        if param is not None and p.default is not p.empty and owner == "workflow":
+            if param.kind != "value":
+                problems.append(
+                    f"{where} is a handle with a default; only plain-value parameters "
+                    f"(e.g. 'samples: int = 1') may have one"
+                )
+                continue
+            param = dataclasses.replace(param, default=p.default)
         if param is not None:
             params[p.name] = param
     result: Param | None = None

@@ -2,14 +2,17 @@
 
 ``Store`` is the protocol; ``DiskStore`` is the embedded default (one directory, ``.fxtr/``,
 holding a diskcache ``Cache`` in which every kind of record has its own key prefix, so one
-transaction writes a result, its job record and the release of its claim together), and
+transaction writes a result, its invocation record and the release of its claim together,
+and a second one for job records alone, so listing jobs never reads the cache), and
 ``PostgresStore`` (``fxtr[postgres]``) gives a team and its CI runners one store.
 ``open_store`` takes a directory or a ``postgresql://`` URL.
 """
 
 from typing import Any
 
-from fxtr.store._diskcache import Batch, CacheEntry, DiskStore, is_url, open_store
+from fxtr.store._base import Batch, CacheEntry, is_url
+from fxtr.store._diskcache import DiskStore
+from fxtr.store._factory import open_store
 from fxtr.store._protocol import Store
 
 __all__ = ["Batch", "CacheEntry", "DiskStore", "PostgresStore", "Store", "is_url", "open_store"]

@@ -1,13 +1,15 @@
 """The embedded store on diskcache: safe for several processes, one SQLite transaction a batch.
 
-Keys (all ``str``, values JSON text):
+Two diskcache ``Cache`` directories: ``cache/`` holds everything a batch writes together, and
+``jobs/`` holds the job records alone (key: the job id), so listing jobs reads job records
+only, however many results the cache holds. Keys of ``cache/`` (all ``str``, values JSON text):
 
 - ``e|ADDRESS``: the step-cache entry at an address (fingerprint, step, version, source hash,
   input fingerprints, result).
 - ``h|ADDRESS``: entries an overwrite or a version bump replaced, oldest first.
 - ``c|ADDRESS``: a claim on an address (holder, host, pid), with a lease as diskcache expiry.
 - ``n|ID``: a stored entity's canonical text.
-- ``j|JOB``: a job's record; ``i|JOB|SEQ``: a chunk of its invocation records, appended in
+- ``i|JOB|SEQ``: a chunk of its invocation records, appended in
   completion order (a later record of an address replaces an earlier one);
   ``s|JOB``: the number of chunks; ``o|JOB|ATTEMPT``: the operations each workflow
   invocation scheduled; ``w|JOB|ATTEMPT``: the workflow invocations of an attempt.
@@ -19,9 +21,6 @@ Keys (all ``str``, values JSON text):
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import dataclasses
 import json
 import os
 import socket
@@ -33,167 +32,29 @@ from typing import Any
 
 import diskcache
 
+from fxtr.store._base import Batch, CacheEntry, keeps, parse_job
+from fxtr.store._base import pid_alive as _pid_alive
+
 _HOST = socket.gethostname()
-_OPEN: dict[str, Any] = {}
+_KINDS = {
+    "e": "cache entries",
+    "h": "histories",
+    "c": "claims",
+    "n": "entities",
+    "v": "input values",
+    "tc": "tracing tasks",
+}
 
 
-@atexit.register
-def _close_all() -> None:
-    """Close the stores this process opened (connections are not left to the collector)."""
-    for store in list(_OPEN.values()):
-        with contextlib.suppress(Exception):
-            store.close()
-
-
-def is_url(location: Any) -> bool:
-    """Whether a store location is a database URL rather than a directory."""
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
-
-
-def open_store(location: Any) -> Any:
-    """The store at a directory (diskcache) or a ``postgresql://`` URL.
-
-    Opened once per process and location; a store object is returned as it is.
-    """
-    if hasattr(location, "write") and hasattr(location, "get_entries"):
-        return location
-    if is_url(location):
-        key = str(location)
-        store = _OPEN.get(key)
-        if store is None or store.closed:
-            from fxtr.store._postgres import PostgresStore
-
-            store = _OPEN[key] = PostgresStore(key)
-        return store
-    key = os.path.abspath(location)
-    store = _OPEN.get(key)
-    if store is None or store.closed:
-        store = _OPEN[key] = DiskStore(key)
-    return store
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-class CacheEntry:
-    """A step-cache entry: fingerprint, version, usage, result text, and the rest (lazily).
-
-    Stored as five lines so a cache hit reads the fingerprint and the result without
-    parsing the metadata: fingerprint, version, usage JSON (or empty), result, metadata JSON.
-    """
-
-    __slots__ = ("_meta", "_meta_text", "fingerprint", "result", "usage", "version")
-
-    def __init__(
-        self,
-        fingerprint: str,
-        version: str | None,
-        result: str,
-        usage: dict[str, Any] | None = None,
-        meta: dict[str, Any] | None = None,
-        meta_text: str | None = None,
-    ) -> None:
-        self.fingerprint = fingerprint
-        self.version = version
-        self.result = result
-        """Canonical text of the result."""
-        self.usage = usage
-        """Model calls the step made when it ran: calls, tokens, dollars (None: none)."""
-        self._meta = meta
-        self._meta_text = meta_text
-
-    @property
-    def meta(self) -> dict[str, Any]:
-        """Step name, source hash, input fingerprints, job id, creation time."""
-        if self._meta is None:
-            self._meta = json.loads(self._meta_text or "{}")
-        return self._meta
-
-    def to_text(self) -> str:
-        """The stored form."""
-        meta = self._meta_text if self._meta is None else json.dumps(self._meta)
-        usage = json.dumps(self.usage) if self.usage else ""
-        return f"{self.fingerprint}\n{self.version or ''}\n{usage}\n{self.result}\n{meta or '{}'}"
-
-    @classmethod
-    def from_text(cls, text: str) -> CacheEntry:
-        """Parse the stored form."""
-        fp, version, usage, result, meta = text.split("\n", 4)
-        return cls(fp, version or None, result, json.loads(usage) if usage else None, None, meta)
-
-    def as_dict(self) -> dict[str, Any]:
-        """Everything, as one JSON-able dict (history and ``fxtr cache``)."""
-        return {
-            "fingerprint": self.fingerprint,
-            "version": self.version,
-            "result": self.result,
-            "usage": self.usage,
-            **self.meta,
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> CacheEntry:
-        """Rebuild from ``as_dict``."""
-        rest = {
-            k: v for k, v in data.items() if k not in ("fingerprint", "version", "result", "usage")
-        }
-        return cls(
-            data["fingerprint"], data.get("version"), data["result"], data.get("usage"), rest
-        )
-
-
-def keeps(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """Whether an invocation's record stands against a later one of the same attempt.
-
-    Processes that join one job (pytest-xdist workers) each record every invocation; the one
-    that ran it and the ones that then found it in the cache write the same attempt. The run
-    is what happened; a later cache hit of the same attempt does not replace it.
-    """
-    return (
-        bool(new.get("from_cache"))
-        and not old.get("from_cache")
-        and old.get("status") == "succeeded"
-        and new.get("attempt") == old.get("attempt")
+def _open_cache(directory: Path) -> diskcache.Cache:
+    return diskcache.Cache(
+        str(directory),
+        timeout=60,
+        eviction_policy="none",  # results are never evicted behind a user's back
+        size_limit=2**62,
+        statistics=False,
+        tag_index=False,
     )
-
-
-@dataclasses.dataclass(slots=True)
-class Batch:
-    """Writes gathered while the event loop runs, committed together in one transaction."""
-
-    entries: dict[str, str] = dataclasses.field(default_factory=dict)
-    """New cache entries by address (``CacheEntry.to_text``)."""
-    replaced: dict[str, str] = dataclasses.field(default_factory=dict)
-    """Entries moved to the history before being replaced, by address."""
-    released: list[str] = dataclasses.field(default_factory=list)
-    """Addresses whose claims this process gives up."""
-    entities: dict[str, str] = dataclasses.field(default_factory=dict)
-    """Entity texts by id."""
-    invocations: dict[str, list[dict[str, Any]]] = dataclasses.field(default_factory=dict)
-    """Invocation records per job id."""
-    values: dict[str, str] = dataclasses.field(default_factory=dict)
-    """Canonical texts of step inputs by fingerprint (what an invocation received)."""
-    failures: dict[str, str] = dataclasses.field(default_factory=dict)
-    """Failed invocation records by ``JOB|ATTEMPT|ADDRESS``, for processes that joined the
-    attempt and wait on the address."""
-
-    def __bool__(self) -> bool:
-        return bool(
-            self.entries
-            or self.replaced
-            or self.released
-            or self.entities
-            or self.invocations
-            or self.values
-            or self.failures
-        )
 
 
 class DiskStore:
@@ -201,15 +62,13 @@ class DiskStore:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.cache = diskcache.Cache(
-            str(self.path / "cache"),
-            timeout=60,
-            eviction_policy="none",  # results are never evicted behind a user's back
-            size_limit=2**62,
-            statistics=False,
-            tag_index=False,
-        )
+        self.cache = _open_cache(self.path / "cache")
+        moved = (self.path / "jobs").exists()
+        self.jobs = _open_cache(self.path / "jobs")
+        """Job records by job id, apart from the cache so that listing them is cheap."""
         self.closed = False
+        if not moved:
+            self._move_job_records()
         from fxtr.experiment._hermetic import register_store
 
         register_store(self.path)
@@ -217,7 +76,46 @@ class DiskStore:
     def close(self) -> None:
         """Close the underlying SQLite connections."""
         self.cache.close()
+        self.jobs.close()
         self.closed = True
+
+    def _keys(self, prefix: str) -> list[str]:
+        """The keys of ``cache/`` with a prefix, read from its key index (not a full walk).
+
+        Should diskcache's table ever change, it falls back to walking every key.
+        """
+        try:
+            rows = self.cache._sql(
+                "SELECT key FROM Cache WHERE key >= ? AND key < ? AND raw = 1 ORDER BY key",
+                (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)),
+            ).fetchall()
+            return [key for (key,) in rows if isinstance(key, str)]
+        except (AttributeError, TypeError, sqlite3.OperationalError):
+            return [k for k in self.cache.iterkeys() if isinstance(k, str) and k.startswith(prefix)]
+
+    def _count(self, prefix: str) -> int:
+        try:
+            (count,) = self.cache._sql(
+                "SELECT COUNT(*) FROM Cache WHERE key >= ? AND key < ? AND raw = 1",
+                (prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)),
+            ).fetchone()
+            return int(count)
+        except (AttributeError, TypeError, sqlite3.OperationalError):
+            return len(self._keys(prefix))
+
+    def _move_job_records(self) -> None:
+        """Stores written before ``jobs/`` existed kept job records as ``j|JOB`` in the cache."""
+        keys = self._keys("j|")
+        if not keys:
+            return
+        with self.jobs.transact():
+            for key in keys:
+                text = self.cache.get(key)
+                if text is not None:
+                    self.jobs.set(key[2:], text)
+        with self.cache.transact():
+            for key in keys:
+                self.cache.delete(key)
 
     def __repr__(self) -> str:
         return f"DiskStore({str(self.path)!r})"
@@ -298,10 +196,12 @@ class DiskStore:
         return entry
 
     def iter_entries(self) -> Iterator[tuple[str, CacheEntry]]:
-        """Every cache entry, with its address."""
-        for key in self.cache.iterkeys():
-            if isinstance(key, str) and key.startswith("e|"):
-                text = self.cache.get(key)
+        """Every cache entry, with its address (in address order)."""
+        keys = self._keys("e|")
+        for start in range(0, len(keys), 500):
+            texts = self._get_many(keys[start : start + 500])
+            for key in keys[start : start + 500]:
+                text = texts.get(key)
                 if text is not None:
                     yield key[2:], CacheEntry.from_text(text)
 
@@ -363,7 +263,7 @@ class DiskStore:
 
     def put_job(self, record: dict[str, Any]) -> None:
         """Write a job's record (root workflow, inputs, commit, attempts)."""
-        self.cache.set("j|" + record["job_id"], json.dumps(record))
+        self.jobs.set(record["job_id"], json.dumps(record))
 
     def get_job(self, job_id: str) -> dict[str, Any]:
         """A job's record.
@@ -371,24 +271,37 @@ class DiskStore:
         Raises:
             KeyError: the store has no such job.
         """
-        text = self.cache.get("j|" + job_id)
+        text = self.jobs.get(job_id)
         if text is None:
             msg = f"No job {job_id!r} in the store at {self.path}. `fxtr jobs` lists the jobs."
             raise KeyError(msg)
         record: dict[str, Any] = json.loads(text)
         return record
 
+    def update_job(self, job_id: str, **fields: Any) -> dict[str, Any]:
+        """Merge fields into a job's record, in one transaction; the record as written.
+
+        Raises:
+            KeyError: the store has no such job.
+        """
+        with self.jobs.transact():
+            record = self.get_job(job_id)
+            record.update(fields)
+            self.put_job(record)
+        return record
+
     def has_job(self, job_id: str) -> bool:
         """Whether the store holds a job."""
-        return ("j|" + job_id) in self.cache
+        return job_id in self.jobs
 
     def iter_jobs(self) -> Iterator[dict[str, Any]]:
-        """Every job record."""
-        for key in self.cache.iterkeys():
-            if isinstance(key, str) and key.startswith("j|"):
-                text = self.cache.get(key)
-                if text is not None:
-                    yield json.loads(text)
+        """Every job record (damaged ones are skipped with a warning); cache entries unread."""
+        for job_id in list(self.jobs.iterkeys()):
+            text = self.jobs.get(job_id)
+            if text is not None:
+                record = parse_job(text, f"{job_id!r} in {self.path / 'jobs'}")
+                if record is not None:
+                    yield record
 
     def job_invocations(self, job_id: str) -> dict[str, dict[str, Any]]:
         """The latest record of each invocation of a job, by address (see ``keeps``)."""
@@ -434,38 +347,22 @@ class DiskStore:
 
     def iter_tasks(self) -> Iterator[str]:
         """Ids of the tracing tasks in the store."""
-        for key in self.cache.iterkeys():
-            if isinstance(key, str) and key.startswith("tc|"):
-                yield key[3:]
+        for key in self._keys("tc|"):
+            yield key[3:]
 
     def volume(self) -> dict[str, Any]:
-        """Entry counts by kind and the size on disk."""
-        names = {
-            "e": "cache entries",
-            "h": "histories",
-            "c": "claims",
-            "n": "entities",
-            "j": "jobs",
-            "v": "input values",
-            "tc": "tracing tasks",
-        }
-        counts = dict.fromkeys(names.values(), 0)
-        for key in self.cache.iterkeys():
-            if isinstance(key, str):
-                kind = names.get(key.split("|", 1)[0])
-                if kind:
-                    counts[kind] += 1
-        return {"path": str(self.path), "bytes": self.cache.volume(), **counts}
+        """Entry counts by kind and the size on disk (counted on the key index)."""
+        counts = {name: self._count(prefix + "|") for prefix, name in _KINDS.items()}
+        counts["jobs"] = len(self.jobs)
+        return {"path": str(self.path), "bytes": self.cache.volume() + self.jobs.volume(), **counts}
 
     def clear_cache(self) -> int:
         """Remove every step-cache entry and its history (job records stay); how many."""
-        removed = 0
+        entries, histories = self._keys("e|"), self._keys("h|")
         with self.cache.transact():
-            for key in list(self.cache.iterkeys()):
-                if isinstance(key, str) and key.startswith(("e|", "h|")):
-                    removed += key.startswith("e|")
-                    self.cache.delete(key)
-        return removed
+            for key in entries + histories:
+                self.cache.delete(key)
+        return len(entries)
 
     def next_trace_seq(self, task_id: str) -> int:
         """A new position in a task graph's node list."""

@@ -31,7 +31,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(msg) from exc
 
 from fxtr.experiment.errors import FxtrError
-from fxtr.store._diskcache import Batch, CacheEntry, _pid_alive
+from fxtr.store._base import Batch, CacheEntry, parse_job
+from fxtr.store._base import pid_alive as _pid_alive
 
 SCHEMA_VERSION = 1
 _HOST = socket.gethostname()
@@ -403,11 +404,38 @@ class PostgresStore:
         """Whether the store holds a job."""
         return self._one("SELECT 1 FROM fxtr_jobs WHERE job_id = %s", (job_id,)) is not None
 
+    def update_job(self, job_id: str, **fields: Any) -> dict[str, Any]:
+        """Merge fields into a job's record, in one transaction; the record as written.
+
+        Raises:
+            KeyError: the store has no such job.
+        """
+        conn = self._conn()
+        with conn.transaction():
+            row = conn.execute(
+                "SELECT record FROM fxtr_jobs WHERE job_id = %s FOR UPDATE", (job_id,)
+            ).fetchone()
+            if row is None:
+                msg = f"No job {job_id!r} in the store at {self.path}. `fxtr jobs` lists the jobs."
+                raise KeyError(msg)
+            record: dict[str, Any] = json.loads(row[0])
+            record.update(fields)
+            conn.execute(
+                "UPDATE fxtr_jobs SET record = %s WHERE job_id = %s", (json.dumps(record), job_id)
+            )
+        return record
+
     def iter_jobs(self) -> Iterator[dict[str, Any]]:
-        """Every job record, oldest first."""
-        rows = self._conn().execute("SELECT record FROM fxtr_jobs ORDER BY created_at").fetchall()
-        for (text,) in rows:
-            yield json.loads(text)
+        """Every job record, oldest first (damaged ones are skipped with a warning)."""
+        rows = (
+            self._conn()
+            .execute("SELECT job_id, record FROM fxtr_jobs ORDER BY created_at")
+            .fetchall()
+        )
+        for job_id, text in rows:
+            record = parse_job(text, f"{job_id!r} in {self.path}")
+            if record is not None:
+                yield record
 
     def job_invocations(self, job_id: str) -> dict[str, dict[str, Any]]:
         """The latest record of each invocation of a job, by address."""
