@@ -112,6 +112,7 @@ OUTPUT_LIMIT = re.compile(
     r"max_tokens`? must be less than or equal to|"
     r"maximum tokens you requested exceeds? the model limit|"
     r"maxoutputtokens value of \d+ but the supported range|"
+    r"does not support max[ _]tokens > \d+|"
     r"error: `max_new_tokens` must be <=|"
     r"max(imum)? output tokens? (is|are|of) \d+|"
     r"exceeds? the (model's )?maximum (number of )?output tokens"
@@ -123,14 +124,16 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "context_overflow",
         re.compile(
             r"context[ _]?(length|window|size|limit)|"
-            r"maximum context|\bn_ctx\b|prompt is too long|prompt too long|"
-            r"input is too long|input too long|input length|too many input tokens|"
+            r"maximum context|n_ctx\b|prompt( tokens?)? (is |are )?too long|"
+            r"input( tokens?)? (is |are )?too long|"
+            r"input length|too many input tokens|"
             r"input token count|`inputs` must have less than \d+ tokens|too many tokens: |"
             r"reduce the length of the (messages|prompt)|"
             r"exceeds? the (model'?s? )?(maximum )?token limit|size limit exceeded by \d+ tokens|"
             r"exceeded model token limit|request_too_large_for_model|"
             r"prompt token count of \d+ exceeds|tokens? exceeds? the limit|"
-            r"(prompt|input|request|messages?) exceeds? (the )?max(imum)? (context |token )?length|"
+            r"prompt exceeds? (the )?max(imum)? (context |token )?length|"
+            r"input exceeds? (the )?max(imum)? (context |token )?length|"
             r"when context the overflows|tokens to keep from the initial prompt|"
             r"`inputs` tokens \+ `max_new_tokens`|input tokens exceed|"
             r"requested \d+ tokens, max \d+ tokens per request|"
@@ -153,8 +156,10 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "quota",
         re.compile(
-            r"\bquota\b|quota_exceeded|servicequotaexceeded|resource has been exhausted|"
-            r"free allocation|used up your|额度|配额|クォータ|\bcuota\b"
+            r"quota\b|quota_exceeded|servicequotaexceeded|resource has been exhausted|"
+            r"free allocation|used up your|daily (api |request |token )*limit|"
+            r"weekly (api |request |token )*limit|monthly (api |request |token )*limit|"
+            r"额度|配额|クォータ|cuota\b"
         ),
     ),
     (
@@ -165,7 +170,7 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"budget has been exceeded|exceeded ?budget|over budget|budget[_ ]?exceeded|"
             r"spend(ing)? limit|maximum (monthly )?spend|credit limit|payment method|"
             r"purchase (more )?credits|more credits|add credits|"
-            r"(run|ran) out of credits|credits? (are|is) required|usage limits?\b|"
+            r"run out of credits|ran out of credits|credits? (are|is) required|usage limits?\b|"
             r"account is not active|in good standing|top up|recharge|arrears|overdue|"
             r"余额|欠费|充值|账户.{0,6}(不足|用完)|残高|saldo insuficiente|solde insuffisant"
         ),
@@ -174,9 +179,10 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "rate_limit",
         re.compile(
             r"rate[ _-]?limit|throttl|too many requests|too_many_requests|"
-            r"(tokens|requests) per (min|minute|day|hour)|per[- ]minute limit|"
-            r"\b(tpm|rpm|tpd|rpd)\b|too many tokens,? please wait|"
-            r"请求过于频繁|频率|速率|限流|并发"
+            r"tokens per (min|minute|day|hour)|requests per (min|minute|day|hour)|"
+            r"per[- ]minute limit|"
+            r"tpm\b|rpm\b|tpd\b|rpd\b|too many tokens,? please wait|"
+            r"qps\b|过于频繁|频率|速率|限流|并发"
         ),
     ),
     (
