@@ -124,8 +124,9 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         "context_overflow",
         re.compile(
             r"context[ _]?(length|window|size|limit)|"
-            r"maximum context|n_ctx\b|prompt( tokens?)? (is |are )?too long|"
-            r"input( tokens?)? (is |are )?too long|"
+            r"maximum context|maximum prompt length|n_ctx\b|prompt( tokens?)? (is |are )?too long|"
+            r"input( tokens?)? (is |are )?too long|too long and exceeds|maximum model length|"
+            r"max_model_len|"
             r"input length|too many input tokens|"
             r"input token count|`inputs` must have less than \d+ tokens|too many tokens: |"
             r"reduce the length of the (messages|prompt)|"
@@ -134,12 +135,14 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"prompt token count of \d+ exceeds|tokens? exceeds? the limit|"
             r"prompt exceeds? (the )?max(imum)? (context |token )?length|"
             r"input exceeds? (the )?max(imum)? (context |token )?length|"
+            r"exceeds? (the )?max(imum)? (message |input |prompt )tokens|"
             r"when context the overflows|tokens to keep from the initial prompt|"
             r"`inputs` tokens \+ `max_new_tokens`|input tokens exceed|"
             r"requested \d+ tokens, max \d+ tokens per request|"
             r"total number of tokens.{0,40}cannot exceed|"
             r"current length is \d+ while limit is \d+|maximum number of tokens allowed|"
-            r"上下文|输入长度|超出最大长度|超过最大长度|长度超(过|出)|超长|"
+            r"上下文(长度|窗口)|超出(模型)?上下文|超过(模型)?上下文|输入长度|超出最大长度|超过最大长度|"
+            r"长度超(过|出)|超长|"
             r"コンテキスト長|longitud (máxima )?del contexto|longueur (maximale )?du contexte"
         ),
     ),
@@ -150,13 +153,14 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"responsibleaipolicyviolation|moderation|flagged|safety system|"
             r"violat\w* (our |the )?(usage|content) polic|inappropriate content|"
             r"data ?inspection ?failed|unsafe content|content exists risk|sensitive content|"
+            r"considered high risk|policy violation|safety (filter|reasons|polic)|"
             r"不安全|敏感|违规|违禁|审核未通过|内容安全|不適切"
         ),
     ),
     (
         "quota",
         re.compile(
-            r"quota\b|quota_exceeded|servicequotaexceeded|resource has been exhausted|"
+            r"quota\b(?! project)|quota_exceeded|servicequotaexceeded|resource has been exhausted|"
             r"free allocation|used up your|daily (api |request |token )*limit|"
             r"weekly (api |request |token )*limit|monthly (api |request |token )*limit|"
             r"额度|配额|クォータ|cuota\b"
@@ -182,7 +186,7 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"tokens per (min|minute|day|hour)|requests per (min|minute|day|hour)|"
             r"per[- ]minute limit|"
             r"tpm\b|rpm\b|tpd\b|rpd\b|too many tokens,? please wait|"
-            r"qps\b|过于频繁|频率|速率|限流|并发"
+            r"qps\b|过于频繁|频率(过高|超|限制)|速率(达到|超|限制)|限流|并发(数)?(过高|超|限制|上限)"
         ),
     ),
     (
