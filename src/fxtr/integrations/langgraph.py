@@ -130,6 +130,8 @@ class _Thread:
         """Super-step number of the step that starts from each checkpoint."""
         self.sends: collections.OrderedDict[tuple[str, str], list[Any]] = collections.OrderedDict()
         """The ``Send`` packets stored in each checkpoint (they name its push tasks)."""
+        self.completed: collections.OrderedDict[tuple[str, str], bool] = collections.OrderedDict()
+        """Checkpoints a later one was saved after: their super-step completed."""
         self.tasks: collections.OrderedDict[str, _Task] = collections.OrderedDict()
         """The last execution of each task id."""
         self.root: TaskScope | None = None
@@ -420,6 +422,10 @@ class FluxCheckpointer(InMemorySaver):
                 self._outcome(task, "interrupted", None)
             else:
                 self._outcome(task, "succeeded", None)
+            step = task.step
+            if not step.closed and (ns, step.checkpoint_id) in state.completed:
+                self._close(state, step, "succeeded")  # its checkpoint's successor came first
+                self._settle_root(state)
 
     def _name_of(
         self, state: _Thread, ns: str, checkpoint_id: str | None, path: tuple[str, str]
@@ -447,16 +453,21 @@ class FluxCheckpointer(InMemorySaver):
             sends = checkpoint.get("channel_values", {}).get(TASKS)
             if sends:
                 _bounded_put(state.sends, key, list(sends))
+            known = state.steps.get(key)
+            if known is not None:
+                self._number_known(state, known, number)
+                if sends:
+                    _name_pushes(known, sends)
+            parent = configurable.get("checkpoint_id")
+            if metadata.get("source") not in ("loop", "input") or parent is None:
+                return  # update_state, a fork, the first input: no super-step completed
+            _bounded_put(state.completed, (ns, str(parent)), True)
             generation = state.generation.get(ns, 0)
             for step in list(state.open.get(ns, ())):
                 if step.generation != generation:
                     continue
-                if step.checkpoint_id == key[1]:
-                    self._number_known(state, step, number)
-                    if sends:
-                        _name_pushes(step, sends)
-                elif metadata.get("source") in ("loop", "input") and (
-                    step.number is None or step.number < number
+                if step.checkpoint_id == parent or (
+                    step.number is not None and step.number < number
                 ):
                     self._close(state, step, "succeeded")
             self._settle_root(state)
