@@ -11,18 +11,23 @@ Two steps, both rules a reader can audit:
    that carries no provider information (user code that raised, httpx transport errors
    included) is ``tool_error``; its category (``timeout``, ``connection``) is still kept.
 
-``category_from_http(status, body)`` decides in this order, the first rule that fires wins:
+``category_from_http(status, body, headers=None)`` decides in this order; the first rule that
+fires wins:
 
-1. the status says budget: every 429 (rate_limit, or quota/billing when the body says so)
+1. the status says budget: every 429 (rate_limit; quota or billing when the body says so)
    and every 402 (billing, or quota);
 2. the body's structured fields (``code``, ``type``, ``status``, ``__type``, ``reason``,
-   ``finish_reason``, an ``x-amzn-ErrorType`` header, an event-stream exception key):
-   content filter, context overflow, billing, quota, rate limit, overload, timeout;
-3. a 413 with nothing above is ``payload_too_large``;
-4. the message text, in any of the languages below: output cap (``max_tokens`` over what the
-   model can produce), context overflow, content filter, billing, quota, rate limit (not on a
-   5xx), overload;
-5. the status alone (``STATUS_CATEGORY``).
+   ``finish_reason``, Gemini's ``blockReason``, an ``x-amzn-ErrorType`` header, an AWS
+   event-stream exception key), whatever the status: refusal, content filter, context
+   overflow, billing, quota, rate limit, overload, timeout;
+3. the message text (``message``, ``detail``, ``error`` strings, JSON nested in them,
+   OpenRouter's ``metadata.raw``; links removed; English, Chinese and a few Japanese, Spanish
+   and French phrasings): output cap (``max_tokens`` over what the model can produce, checked
+   first so it is never taken for an overflow), context overflow, content filter, quota,
+   billing, rate limit (not on a 5xx), overload. A 413 counts only a token-window or budget
+   message; otherwise it is ``payload_too_large`` (the provider's byte limit);
+4. the status alone (``STATUS_CATEGORY``; other 5xx ``server_error``, other 4xx
+   ``invalid_request``, no status or 2xx ``unknown``).
 
 Numbers quoted inside a body ("error code 429 returned by upstream") are never read as a
 status, except where the body is all there is (a 200 stream event, or no status): there an
