@@ -297,6 +297,8 @@ def _walk(node: Any, out: _Signals, depth: int) -> None:
                     out.codes.append(value.lower())
                 if name == "blockreason" and value:  # Gemini: a prompt blocked, any reason
                     out.codes.append("blocked_prompt")
+                elif "guardrail" in name and value.upper().endswith("INTERVENED"):
+                    out.codes.append("guardrail")  # Bedrock: amazon-bedrock-guardrailAction
                 if name in _TEXT_KEYS:
                     parsed = _parse_text(value) if value[:1] in ("{", "[") else value
                     if parsed is value:
