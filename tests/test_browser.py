@@ -139,3 +139,192 @@ def test_export_opens_offline_with_the_same_graph(page, served, tmp_path):
     page.wait_for_selector("#panel[data-address='view.evaluate/judge[case=broken]']")
     assert "judge unreachable" in page.inner_text("#panel")
     page.screenshot(path=str(ARTIFACTS / "export.png"), full_page=True)
+
+
+# eval jobs: the results matrix, its filters, a cell's transcript, comparisons ---------------
+
+
+@pytest.fixture(scope="module")
+def eval_served(tmp_path_factory):
+    """Two real runs of one eval (A, then B with A as its baseline), served."""
+    from tests.viewer_jobs import make_eval_job
+
+    _require_browser()
+    store = open_store(tmp_path_factory.mktemp("evals") / "store")
+    a = make_eval_job(store)
+    b = make_eval_job(store, variant="better", baseline=a.job_id)
+    server, _ = serve(store, "127.0.0.1", 0)
+    yield f"http://127.0.0.1:{server.server_address[1]}", store, a.job_id, b.job_id
+    server.shutdown()
+    server.server_close()
+
+
+def matrix_rows(page):
+    return page.eval_on_selector_all("#matrix tbody tr", "rows => rows.map(r => r.dataset.case)")
+
+
+def test_eval_job_leads_with_the_matrix_and_its_filters(page, eval_served):
+    """The matrix shows k/n per case and model, coloured; filters narrow the rows."""
+    url, _, _, b = eval_served
+    page.goto(f"{url}/job/{b[:6]}")
+    page.wait_for_selector("#matrix td.cell")
+    assert page.inner_text("h1").startswith("evals/test_res.py::test_res")
+    assert "gate failed" in page.inner_text(".job-head")
+    assert matrix_rows(page) == ["easy", "flaky", "hard", "regress", "boom", "xss"]
+    heads = page.eval_on_selector_all("#matrix thead th", "hs => hs.map(h => h.innerText)")
+    assert [h.split("\n")[0] for h in heads] == ["case", "small", "large"]
+    regress = page.locator("#matrix tr[data-case='regress'] td.cell")
+    assert regress.nth(0).inner_text().split("\n") == ["0/2", "was 2/2"]  # B's baseline is A
+    assert "sc-0" in (regress.nth(0).get_attribute("class") or "")
+    assert "sc-10" in (page.get_attribute("#matrix tr[data-case='easy'] td.cell", "class") or "")
+    assert "missing" in page.inner_text("#matrix tr[data-case='boom'] td.cell")
+    for name, expected in (
+        ("flaky", ["flaky"]),
+        ("missing", ["boom"]),
+        ("changed", ["hard", "regress"]),
+        ("failed", ["flaky", "regress"]),
+    ):
+        page.click(f"button[data-filter='{name}']")
+        page.wait_for_selector(f"button.active[data-filter='{name}']")
+        assert matrix_rows(page) == expected, name
+    page.click("button[data-filter='all']")
+    page.wait_for_selector("button.active[data-filter='all']")
+    page.fill("#matrix-search", "ea")
+    page.press("#matrix-search", "Enter")
+    page.wait_for_function("() => document.querySelectorAll('#matrix tbody tr').length === 1")
+    assert matrix_rows(page) == ["easy"]
+    page.wait_for_selector("svg.graph [data-op='res.evaluate/answer'].failed")
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.goto(f"{url}/job/{b}")
+    page.wait_for_selector("svg.graph [data-op]")
+    page.screenshot(path=str(ARTIFACTS / "eval-job.png"), full_page=True)
+
+
+def test_a_cell_opens_its_transcript(page, eval_served):
+    """Clicking a cell shows its samples' invocations with the model's messages and replies."""
+    url, _, a, _ = eval_served
+    page.goto(f"{url}/#/job/{a}")
+    page.wait_for_selector("#matrix td.cell")
+    page.click("#matrix tr[data-case='flaky'] td.cell >> nth=0")
+    page.wait_for_selector("#panel .cell-invocation")
+    panel = page.inner_text("#panel")
+    assert "flaky · small" in panel and "1/2 (flaky)" in panel
+    assert [h.strip() for h in page.locator("#panel h3.sample-head").all_inner_texts()] == [
+        "sample 0",
+        "sample 1",
+    ]
+    if page.locator("#panel .transcript .msg-user").count():  # messages recorded by capture
+        replies = page.locator("#panel .transcript pre.reply").all_inner_texts()
+        assert replies == ["RIGHT: flaky: a coin toss", "WRONG: flaky: a coin toss"]
+        assert page.locator("#panel .msg-user pre").first.inner_text() == "flaky: a coin toss"
+    page.screenshot(path=str(ARTIFACTS / "cell-transcript.png"), full_page=False)
+    page.click("#panel .cell-invocation button.link >> nth=0")
+    page.wait_for_selector(
+        "#panel[data-address='res.evaluate/answer[model=small,case=flaky,sample=0]']"
+    )
+    assert "res.answer" in page.inner_text("#panel")
+
+
+def test_an_xss_probe_in_a_result_stays_text(page, eval_served):
+    """A question and reply carrying markup are shown as text, in the matrix and the panel."""
+    url, _, a, _ = eval_served
+    page.goto(f"{url}/job/{a}")
+    page.wait_for_selector("#matrix td.cell")
+    page.click("#matrix tr[data-case='xss'] td.cell >> nth=1")
+    page.wait_for_selector("#panel .cell-invocation")
+    if page.locator("#panel .transcript .msg-user").count():
+        assert XSS in page.inner_text("#panel .msg-user pre")
+        assert XSS in page.inner_text("#panel pre.reply")
+    assert page.locator("#main script, #main img, #panel script, #panel img").count() == 0
+    page.wait_for_timeout(
+        300
+    )  # an onerror handler would have fired by now (the page fixture fails)
+
+
+def test_the_comparison_page(page, eval_served):
+    """/compare/A/B: per model the means, delta, interval, flipped cases and the verdict."""
+    url, _, a, _ = eval_served
+    page.goto(f"{url}/compare/{a[:7]}/latest")
+    page.wait_for_selector("#comparison tbody tr")
+    rows = page.eval_on_selector_all(
+        "#comparison tbody tr", "rs => rs.map(r => [...r.cells].map(c => c.innerText))"
+    )
+    assert [r[0] for r in rows] == ["small", "large"]
+    large = rows[1]
+    assert large[1:4] == ["0.917", "0.75", "-0.167"] and large[5] == "6"  # 5.5/6, 4.5/6
+    assert large[8] == "no significant change"
+    flips = page.inner_text("#flipped")
+    assert "small: pass → fail (1)\nregress" in flips and "small: fail → pass (1)\nhard" in flips
+    page.wait_for_selector("button.active[data-filter='changed']")
+    assert matrix_rows(page) == ["hard", "regress"]
+    page.screenshot(path=str(ARTIFACTS / "compare.png"), full_page=True)
+
+
+def test_jobs_page_shows_the_gate_and_picks_two_jobs_to_compare(page, eval_served):
+    """The jobs list marks a failed gate; checking two jobs opens their comparison."""
+    url, _, a, b = eval_served
+    page.goto(url)
+    page.wait_for_selector(f"tr[data-job='{b}']")
+    assert page.inner_text(f"tr[data-job='{b}'] .gate") == "gate failed"
+    page.check(f"input.pick[data-job='{a}']")
+    page.check(f"input.pick[data-job='{b}']")
+    page.click("#compare-picked")
+    page.wait_for_selector("#comparison tbody tr")
+    assert a in page.inner_text("main") and b in page.inner_text("main")
+
+
+def test_graph_labels_fit_their_nodes_and_the_page_does_not_overflow(page, eval_served):
+    """Every label of the drawing stays inside its node; failed nodes are marked."""
+    url, _, _, b = eval_served
+    page.goto(f"{url}/job/{b}")
+    page.wait_for_selector("svg.graph [data-op]")
+    widths = page.eval_on_selector_all(
+        "svg.graph .node text", "ts => ts.map(t => t.getComputedTextLength())"
+    )
+    assert widths and max(widths) <= 210 - 12
+    assert page.locator("svg.graph .node.failed rect.fail-bar").count() == 1
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_ten_thousand_cases_first_screen(page, tmp_path):
+    """A 10,000-case eval: the first 100 rows show, pages move on; time to first screen printed."""
+    import time
+
+    from tests.viewer_jobs import make_eval_job
+
+    store = open_store(tmp_path / "big")
+    job = make_eval_job(store, n=10_000 - 6, models=("large",), samples=1)
+    server, _ = serve(store, "127.0.0.1", 0)
+    try:
+        start = time.perf_counter()
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/job/{job.job_id}")
+        page.wait_for_selector("#matrix tbody tr")
+        first_screen = time.perf_counter() - start
+        assert page.locator("#matrix tbody tr").count() == 100
+        assert page.inner_text("#matrix-range") == "1\u2013100 of 10000 case(s)"
+        page.click("#results .pager button:has-text('next')")
+        page.wait_for_function(
+            "() => document.getElementById('matrix-range').innerText.startsWith('101\u2013200')"
+        )
+        page.wait_for_selector("svg.graph [data-op]")
+        page.screenshot(path=str(ARTIFACTS / "ten-thousand-cases.png"))
+    finally:
+        server.shutdown()
+        server.server_close()
+    print(f"\n10,000-case eval in Chromium: first screen (matrix) in {first_screen:.2f}s")
+
+
+def test_an_exported_eval_shows_its_matrix_offline(page, eval_served, tmp_path):
+    """The export of an eval job, opened from file://, has the matrix, filters and cell panels."""
+    _, store, a, _ = eval_served
+    exported = tmp_path / "eval.html"
+    exported.write_text(export_html(store, a), encoding="utf-8")
+    page.goto(exported.as_uri())
+    page.wait_for_selector("#matrix td.cell")
+    assert matrix_rows(page) == ["easy", "flaky", "hard", "regress", "boom", "xss"]
+    page.click("button[data-filter='missing']")
+    page.wait_for_selector("button.active[data-filter='missing']")
+    assert matrix_rows(page) == ["boom"]
+    page.click("#matrix tr[data-case='boom'] td.cell >> nth=0")
+    page.wait_for_selector("#panel .cell-invocation")
+    assert "provider unreachable" in page.inner_text("#panel")

@@ -119,7 +119,7 @@ def int_param(query: dict[str, list[str]], name: str, default: int, maximum: int
     return min(int(raw), maximum)
 
 
-CACHE_SECONDS = 2.0
+CACHE_SECONDS = 5.0
 """How long a job record read from the store is reused by the routes (a page's requests)."""
 CACHED_JOBS = 4
 """Jobs whose record and invocations the viewer keeps in memory at once."""
@@ -134,10 +134,26 @@ class Viewer:
         self._records: dict[str, tuple[float, dict[str, Any]]] = {}
         self._views: dict[str, tuple[Any, JobView]] = {}
         self._tables: dict[str, tuple[Any, dict[str, Any]]] = {}
+        self._listing: tuple[float, list[dict[str, Any]]] | None = None
 
     # loading, with a small cache: a 10,000-case job's record is megabytes of JSON ----------
     def resolve(self, ref: str) -> str:
-        return resolve_job(self.store, ref)
+        """The job a URL names; ``latest`` and prefixes read the records once for the page."""
+        if ref != "latest" and self.store.has_job(ref):
+            return ref
+        now = time.monotonic()
+        with self._lock:
+            listing = self._listing
+        if listing is None or now - listing[0] >= CACHE_SECONDS:
+            listing = (now, list(job_records(self.store)))
+            with self._lock:
+                self._listing = listing
+        job_id = resolve_job(self.store, ref, records=listing[1])
+        record = next(r for r in listing[1] if r["job_id"] == job_id)
+        with self._lock:
+            self._records.setdefault(job_id, (listing[0], record))
+            _trim(self._records)
+        return job_id
 
     def record(self, job_id: str) -> dict[str, Any]:
         now = time.monotonic()
@@ -203,11 +219,20 @@ class Viewer:
                 )
         return rows
 
-    def job(self, job_id: str) -> dict[str, Any]:
-        """The head of a job's page: the record's facts and, for an eval, its results summary."""
+    def job(self, job_id: str, query: dict[str, list[str]] | None = None) -> dict[str, Any]:
+        """The head of a job's page: the record's facts and, for an eval, its results summary.
+
+        With ``?matrix=1``, an eval job's head carries the first page of its results too
+        (compared with its baseline when that is in the store): the page's first screen in one
+        request.
+        """
         record = self.record(job_id)
         evaluation = evaluation_of(record)
+        first = None
+        if query and _one(query, "matrix") and evaluation is not None:
+            first = self.matrix(job_id, {"compare": ["baseline"], **query})
         return {
+            "matrix": first,
             "job_id": job_id,
             "record": {k: record.get(k) for k in RECORD_KEYS},
             "status": attempt_status(record),
@@ -223,6 +248,12 @@ class Viewer:
         evaluation = self.evaluation(job_id)
         compare = _one(query, "compare")
         baseline = baseline_id = None
+        if compare == "baseline":  # the job's own baseline, when it is a job of this store
+            recorded = evaluation.get("baseline") or {}
+            known = recorded.get("source") == "store" and self.store.has_job(
+                str(recorded.get("job_id"))
+            )
+            compare = str(recorded["job_id"]) if known else None
         if compare:
             baseline_id = self.resolve(compare)
             baseline = self.evaluation(baseline_id)
@@ -309,7 +340,7 @@ class Viewer:
             raise KeyError(msg)
         job_id, tail = self.resolve(unquote(match.group(1))), match.group(2)
         if tail is None:
-            return self.job(job_id)
+            return self.job(job_id, query)
         if tail == "/graph":
             return self.graph(job_id)
         if tail == "/matrix":

@@ -8,6 +8,7 @@ with the per-sample scores. Everything here reads that field alone, so the resul
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from fxtr.scores import case_scores, compare
@@ -256,14 +257,17 @@ def cell_detail(
     table = table if table is not None else cell_table(evaluation)
     score = table["cells"].get((_frozen(cell.get("case") or {}), _frozen(cell.get("group") or {})))
     out_invocations = []
+    sample_dim = evaluation.get("sample_dim")
     for address in cell.get("addresses") or []:
         inv = invocations.get(address)
+        sample = _key_in(address, sample_dim) if sample_dim else None
         if inv is None:
-            out_invocations.append({"address": address, "status": "not recorded"})
+            out_invocations.append({"address": address, "status": "not recorded", "sample": sample})
             continue
         out_invocations.append(
             {
                 "address": address,
+                "sample": sample,
                 "step": inv.get("step"),
                 "status": inv.get("status"),
                 "from_cache": bool(inv.get("from_cache")),
@@ -284,6 +288,12 @@ def cell_detail(
         "sample_dim": evaluation.get("sample_dim"),
         "invocations": out_invocations,
     }
+
+
+def _key_in(address: str, dim: str) -> str | None:
+    """The key of the trailing ``dim`` of an address (``...[model=a,sample=3]`` → ``3``)."""
+    match = re.search(rf"[\[,]{re.escape(dim)}=([^,\[\]\"]*)\]$", address)
+    return match.group(1) if match else None
 
 
 MAX_TEXT = 20_000

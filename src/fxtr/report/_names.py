@@ -88,7 +88,13 @@ def _describe(record: dict[str, Any]) -> str:
     return f"{record['job_id']} ({record.get('workflow') or '?'}, {stamp})"
 
 
-def resolve_job(store: Store, ref: str, *, eval_key: str | None = None) -> str:
+def resolve_job(
+    store: Store,
+    ref: str,
+    *,
+    eval_key: str | None = None,
+    records: list[dict[str, Any]] | None = None,
+) -> str:
     """The id of the job that ``ref`` names: a full id, a unique prefix, or ``latest``.
 
     Args:
@@ -96,6 +102,7 @@ def resolve_job(store: Store, ref: str, *, eval_key: str | None = None) -> str:
         ref: the name given by the user.
         eval_key: with ``latest``, the newest job of this eval (``evaluation.eval`` of the
             record, e.g. ``evals/test_qa.py::test_qa``) instead of the newest job.
+        records: the store's job records, when the caller has just read them.
 
     Returns:
         The full job id.
@@ -105,8 +112,12 @@ def resolve_job(store: Store, ref: str, *, eval_key: str | None = None) -> str:
             several jobs (listing the candidates).
     """
     where = f"the store at {store.path}"
+    if records is None and ref != LATEST and ref and store.has_job(ref):
+        return ref
+    if records is None:
+        records = list(job_records(store))
     if ref == LATEST:
-        records = [r for r in job_records(store) if eval_key is None or eval_of(r) == eval_key]
+        records = [r for r in records if eval_key is None or eval_of(r) == eval_key]
         if not records:
             of = f" of eval {eval_key!r}" if eval_key is not None else ""
             msg = f"No job{of} in {where}, so 'latest' names nothing. Run a job first."
@@ -115,9 +126,9 @@ def resolve_job(store: Store, ref: str, *, eval_key: str | None = None) -> str:
     if not ref:
         msg = f"An empty job name matches nothing in {where}. `fxtr jobs` lists the jobs."
         raise KeyError(msg)
-    if store.has_job(ref):
+    if any(r["job_id"] == ref for r in records):
         return ref
-    matches = newest_first([r for r in job_records(store) if r["job_id"].startswith(ref)])
+    matches = newest_first([r for r in records if r["job_id"].startswith(ref)])
     if len(matches) == 1:
         return str(matches[0]["job_id"])
     if not matches:

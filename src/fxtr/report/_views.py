@@ -18,6 +18,11 @@ MAX_CELLS = 200
 """Array cells shown per value; the rest is counted."""
 MAX_GRAPH_NODES = 300
 """Operation graphs larger than this are shown as a tree instead of a drawing."""
+LAYER_WIDTH = 280
+"""Pixels between the left edges of two layers of the graph: a 210-pixel node, then room for
+the edge and its parameter's name."""
+ROW_HEIGHT = 118
+"""Pixels between the tops of two nodes of one layer: a 104-pixel node and a gap."""
 
 
 @dataclasses.dataclass
@@ -267,8 +272,8 @@ def _layout(nodes: dict[str, dict[str, Any]], edges: list[dict[str, Any]]) -> No
     for key in nodes:
         d = depth(key, frozenset())
         nodes[key]["layer"] = d
-        nodes[key]["x"] = 20 + d * 230
-        nodes[key]["y"] = 20 + rows[d] * 96
+        nodes[key]["x"] = 20 + d * LAYER_WIDTH
+        nodes[key]["y"] = 20 + rows[d] * ROW_HEIGHT
         rows[d] += 1
 
 

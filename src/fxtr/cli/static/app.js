@@ -186,7 +186,11 @@
   // job page -------------------------------------------------------------------------
   function jobPage(ref, options) {
     options = options || {};
-    api("/api/jobs/" + encodeURIComponent(ref)).then(function (job) {
+    // the head brings the first page of results with it: the first screen in one request
+    var params = { matrix: "1" };
+    if (options.compare) { params.compare = options.compare; }
+    if (options.show) { params.show = options.show; }
+    api("/api/jobs/" + encodeURIComponent(ref), params).then(function (job) {
       var jobId = job.job_id, ev = job.evaluation, rec = job.record;
       var title = ev ? (ev.eval || ev.workflow) : rec.workflow;
       var head = el("div", { class: "job-head" }, [
@@ -203,10 +207,9 @@
       }
       var results = el("section", { id: "results" });
       show([head, groupsTable(ev), results, graphSection]);
-      var compareTo = options.compare || (ev.baseline && ev.baseline.source === "store" ? ev.baseline.job_id : null);
-      matrixView(jobId, results, { compare: compareTo, show: options.show || null, offset: 0, q: "" }).then(function () {
-        loadGraph(jobId, graphSection, false);
-      });
+      var page = job.matrix || null;
+      var state = { compare: page ? page.compare : options.compare || null, show: options.show || null, offset: 0, q: "" };
+      matrixView(jobId, results, state, page).then(function () { loadGraph(jobId, graphSection, false); });
     }).catch(fail);
   }
 
@@ -252,12 +255,13 @@
     return lo === Infinity ? [0, 1] : [lo, hi];
   }
 
-  function matrixView(jobId, box, state) {
+  function matrixView(jobId, box, state, loaded) {
     var params = { offset: state.offset };
     if (state.show) { params.show = state.show; }
     if (state.q) { params.q = state.q; }
     if (state.compare) { params.compare = state.compare; }
-    return api("/api/jobs/" + encodeURIComponent(jobId) + "/matrix", params).then(function (page) {
+    var request = loaded ? Promise.resolve(loaded) : api("/api/jobs/" + encodeURIComponent(jobId) + "/matrix", params);
+    return request.then(function (page) {
       box.textContent = "";
       var rerun = function (change) {
         var next = {}; Object.keys(state).forEach(function (k) { next[k] = state[k]; });
@@ -312,7 +316,8 @@
       ]);
       var legend = el("p", { class: "muted small", text: page.binary ? "Cells: samples passed of samples recorded (k/n); colour from all failed (red) to all passed (green)." :
         "Cells: the mean score over samples; colour from low (red) to high (green)." });
-      box.appendChild(el("h2", { text: "Results: " + page.counts.cases + " case(s) × " + page.columns.length + " " + ((page.group_dims || []).join(", ") || "group") }));
+      var dims = (page.group_dims || []).join(", ") || "group";
+      box.appendChild(el("h2", { text: "Results: " + page.counts.cases + (page.counts.cases === 1 ? " case" : " cases") + " × " + page.columns.length + " " + (page.columns.length === 1 ? dims : dims + (page.group_dims.length > 1 ? " combinations" : "s")) }));
       [bar, legend, el("div", { class: "scroll" }, [table]), page.rows.length ? null : el("p", { class: "muted", text: "No case matches." }), pager].forEach(function (n) { if (n) { box.appendChild(n); } });
     }).catch(function (err) { box.textContent = ""; box.appendChild(el("p", { class: "notice", text: "Error: " + err.message })); });
   }
@@ -334,7 +339,12 @@
           el("dt", { text: d.sample_dim ? "per " + d.sample_dim : "values" }), el("dd", { class: "mono", text: d.values.map(function (v) { return v === null ? "missing" : num(v); }).join("  ") }),
           el("dt", { text: "status" }), el("dd", { text: d.status || "" })])];
       if (!d.invocations.length) { parts.push(el("p", { class: "muted", text: "No invocations are recorded for this cell." })); }
+      var lastSample = null;
       d.invocations.forEach(function (inv) {
+        if (inv.sample !== null && inv.sample !== undefined && inv.sample !== lastSample) {
+          lastSample = inv.sample;
+          parts.push(el("h3", { class: "sample-head", text: d.sample_dim + " " + inv.sample }));
+        }
         var box = el("div", { class: "cell-invocation", "data-address": inv.address }, [
           el("h3", {}, [el("span", { text: inv.step || inv.address }), el("span", { class: "status-" + inv.status, text: " " + inv.status + (inv.from_cache ? " · cached" : "") })]),
           el("div", { class: "muted small mono", text: inv.address })]);
@@ -414,7 +424,7 @@
       show([el("h1", { text: "B against A" + (ev.eval ? " · " + ev.eval : "") }),
         el("p", {}, [el("span", { text: "A (baseline) " }), el("a", { href: jobLink(aId), class: "mono", text: aId }), gateBadge(cmp.a.gate),
           el("span", { text: "  ·  B " }), el("a", { href: jobLink(bId), class: "mono", text: bId }), gateBadge(cmp.b.gate)]),
-        el("p", { class: "muted small", text: "Cases paired by key; delta = B − A with its " + "interval; regressed when the whole interval lies below −" + num(cmp.margin) + ", improved when above 0. MDE: the smallest difference these paired cases detect at 80% power." }),
+        el("p", { class: "muted small", text: "Cases paired by key; delta = B − A with its " + "interval; regressed when the whole interval lies below " + (cmp.margin ? "−" + num(cmp.margin) : "0") + ", improved when above 0. MDE: the smallest difference these paired cases detect at 80% power." }),
         el("div", { class: "scroll" }, [table]), flips, results]);
       matrixView(bId, results, { compare: aId, show: "changed", offset: 0, q: "" });
     }).catch(fail);
@@ -448,7 +458,10 @@
     var c = n.counts, parts = [];
     ["succeeded", "failed", "skipped", "needs_review", "running"].forEach(function (s) { if (c[s]) { parts.push(c[s] + " " + (s === "succeeded" ? "ok" : s.replace("_", " "))); } });
     var lines = [parts.join(" · ") || "no invocations"];
-    if (n.kind === "step" && n.invocations) { lines.push(n.ran + " ran · " + n.cached + " cached · " + (n.input_tokens + n.output_tokens) + " tok · " + usd(n.cost_usd)); }
+    if (n.kind === "step" && n.invocations) {
+      lines.push(n.ran + " ran · " + n.cached + " cached");
+      if (n.input_tokens + n.output_tokens) { lines.push((n.input_tokens + n.output_tokens) + " tokens · " + usd(n.cost_usd)); }
+    }
     return lines;
   }
 
@@ -469,7 +482,7 @@
   }
 
   function draw(graph, jobId, list) {
-    var H = 90;
+    var H = 104;
     var width = 40 + Math.max.apply(null, graph.nodes.map(function (n) { return n.x + W; }).concat([300]));
     var height = 40 + Math.max.apply(null, graph.nodes.map(function (n) { return n.y + H; }).concat([120]));
     var root = svg("svg", { class: "graph", width: width, height: height, viewBox: "0 0 " + width + " " + height });
@@ -480,7 +493,7 @@
       if (!a || !b) { return; }
       var x1 = a.x + W, y1 = a.y + H / 2, x2 = b.x, y2 = b.y + H / 2, mx = (x1 + x2) / 2;
       root.appendChild(svg("path", { class: "edge", d: "M" + x1 + "," + y1 + " C" + mx + "," + y1 + " " + mx + "," + y2 + " " + x2 + "," + y2 }));
-      root.appendChild(svg("text", { class: "param", x: x2 - 4, y: y2 - 5, "text-anchor": "end" }, fit(e.param, 60)));
+      root.appendChild(svg("text", { class: "param", x: x2 - 4, y: y2 - 5, "text-anchor": "end" }, fit(e.param, 62)));
     });
     graph.nodes.forEach(function (n) {
       var failed = (n.counts.failed || 0) > 0;
