@@ -138,7 +138,8 @@ def register_mock(
 
 
 def _owner(frame: Any) -> str:
-    return str(frame.f_globals.get("__file__") or frame.f_globals.get("__name__", "?"))
+    """The registering module's name (a module imported again keeps its name)."""
+    return str(frame.f_globals.get("__name__", "?"))
 
 
 def _register(name: str, reply: Reply, delay: float, price_as: str | None, owner: str) -> Model:
