@@ -547,6 +547,23 @@ def test_a_stream_closed_early_is_cancelled_with_what_was_read():
     assert node.status == "cancelled"
 
 
+@pytest.mark.parametrize("api", APIS)
+def test_a_stream_dropped_unread_is_recorded_as_cancelled(api):
+    """A stream the caller never reads is recorded (cancelled) when it is garbage-collected,
+    so no node stays running."""
+    import gc
+
+    factory, kwargs = _calls(api)
+    tracing = _task_client()
+    with tracing.task("t") as t:
+        stream = _create(factory(), api).create(stream=True, **kwargs)
+        (node,) = t.graph.find(kind="model_call")
+        assert node.status == "running"
+        del stream
+        gc.collect()
+    assert node.status == "cancelled" and "before its end" in node.attrs["note"]
+
+
 @needs_openai
 def test_openai_stream_helpers():
     """chat.completions.stream() and responses.stream(): events and final objects unchanged."""

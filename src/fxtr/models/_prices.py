@@ -106,10 +106,34 @@ def cost_of(
             ``cache_creation_input_tokens``), part of ``input_tokens``.
         warn: warn (once per model) when the model has no price.
     """
-    total_in = max(0, usage.input_tokens)
-    cached = min(max(0, usage.cached_input_tokens), total_in)
+    return cost_of_tokens(
+        model,
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cached_input_tokens,
+        cache_write_tokens,
+        provider=provider,
+        api_url=api_url,
+        warn=warn,
+    )
+
+
+def cost_of_tokens(
+    model: str,
+    input_tokens: int,
+    output_tokens: int,
+    cached_input_tokens: int = 0,
+    cache_write_tokens: int = 0,
+    *,
+    provider: str | None = None,
+    api_url: str | None = None,
+    warn: bool = True,
+) -> float | None:
+    """``cost_of`` from plain token counts (no ``Usage`` to build: the capture's hot path)."""
+    total_in = max(0, input_tokens)
+    cached = min(max(0, cached_input_tokens), total_in)
     writes = min(max(0, cache_write_tokens), total_in - cached)
-    out = max(0, usage.output_tokens)
+    out = max(0, output_tokens)
     override = price_of(model)
     if override is not None:
         return (
@@ -127,7 +151,7 @@ def cost_of(
                 f" its cost is reported as None. Add one with "
                 f"fxtr.models.set_price({model!r}, input=..., output=...).",
                 UnknownPriceWarning,
-                stacklevel=3,
+                stacklevel=4,
             )
         return None
     return price.cost(total_in, cached, writes, out)

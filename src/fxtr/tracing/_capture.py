@@ -40,6 +40,7 @@ from collections.abc import AsyncIterator, Callable, Iterator
 from types import ModuleType
 from typing import Any
 
+from fxtr.models._prices import cost_of_tokens
 from fxtr.tracing._recorder import (
     CallRecord,
     begin_call,
@@ -119,11 +120,14 @@ class _Loader(importlib.abc.Loader):
 
 
 class _SDK:
-    """One SDK's stream classes, to recognise what ``request`` returned."""
+    """One SDK's model and stream classes, to recognise what ``request`` returned."""
 
     def __init__(self, name: str, base: ModuleType) -> None:
         streaming = sys.modules.get(f"{name}._streaming")
+        models = sys.modules.get(f"{name}._models")
         self.name = name
+        model = getattr(models, "BaseModel", None)
+        self.models: tuple[type, ...] = (model,) if isinstance(model, type) else ()
         self.streams = tuple(
             cls for cls in (getattr(streaming, "Stream", None),) if isinstance(cls, type)
         )
@@ -201,7 +205,7 @@ def _async_request(original: Callable[..., Any], sdk: _SDK) -> Callable[..., Any
 class _Call:
     """One SDK call in flight: its record, the API it speaks, and what came back so far."""
 
-    __slots__ = ("__weakref__", "api", "api_url", "model", "record", "reply", "sdk", "streamed")
+    __slots__ = ("api", "api_url", "model", "record", "reply", "sdk", "streamed", "watch")
 
     def __init__(
         self, sdk: _SDK, api: str, model: str, api_url: str, record: CallRecord, streamed: bool
@@ -213,6 +217,8 @@ class _Call:
         self.api_url = api_url
         self.record = record
         self.reply = Reply()
+        self.watch: weakref.ref[Any] | None = None
+        """A weak reference to the stream or raw response, to record it if it is dropped."""
 
     @classmethod
     def start(cls, sdk: _SDK, client: Any, options: Any) -> _Call | None:
@@ -231,8 +237,7 @@ class _Call:
         if record is None:
             return None
         streamed = isinstance(body, dict) and body.get("stream") is True
-        url = str(getattr(client, "base_url", "") or "")
-        return cls(sdk, api, model, url, record, streamed)
+        return cls(sdk, api, model, _url_text(getattr(client, "base_url", "")), record, streamed)
 
     # outcomes ---------------------------------------------------------------------------
 
@@ -247,7 +252,10 @@ class _Call:
     def returned(self, result: Any) -> Any:
         """Read or wrap what the SDK returned, and return that same object."""
         sdk = self.sdk
-        if sdk.streams and isinstance(result, sdk.streams):
+        if sdk.models and isinstance(result, sdk.models):
+            self.reply.read(self.api, result)
+            self.finish()
+        elif sdk.streams and isinstance(result, sdk.streams):
             self._wrap_stream(result)
         elif sdk.async_streams and isinstance(result, sdk.async_streams):
             self._wrap_async_stream(result)
@@ -263,6 +271,8 @@ class _Call:
         record = self.record
         if record.done:
             return
+        if self.watch is not None:
+            _watched.discard(self.watch)
         reply = self.reply
         usage: dict[str, Any] = {
             "input_tokens": reply.input_tokens,
@@ -283,21 +293,15 @@ class _Call:
     def _cost(self) -> float | None:
         if not self.reply.usage_seen:
             return None
-        from fxtr.models._prices import cost_of
-        from fxtr.models._types import Usage
-
         reply = self.reply
-        usage = Usage(
-            input_tokens=reply.input_tokens,
-            output_tokens=reply.output_tokens,
-            cached_input_tokens=reply.cached,
-        )
-        return cost_of(
+        return cost_of_tokens(
             self.model,
-            usage,
+            reply.input_tokens,
+            reply.output_tokens,
+            reply.cached,
+            reply.cache_writes,
             provider=self.sdk.name,
             api_url=self.api_url,
-            cache_write_tokens=reply.cache_writes,
         )
 
     # streams ----------------------------------------------------------------------------
@@ -305,12 +309,21 @@ class _Call:
     def _wrap_stream(self, stream: Any) -> None:
         inner = stream._iterator
         stream._iterator = _observed(inner, self)
-        weakref.finalize(stream, _dropped, weakref.ref(self), self.record)
+        self._watch(stream)
 
     def _wrap_async_stream(self, stream: Any) -> None:
         inner = stream._iterator
         stream._iterator = _aobserved(inner, self)
-        weakref.finalize(stream, _dropped, weakref.ref(self), self.record)
+        self._watch(stream)
+
+    def _watch(self, obj: Any) -> None:
+        """Record the call as cut short if ``obj`` is garbage-collected before its end."""
+        self.watch = weakref.ref(obj, self._dropped)
+        _watched.add(self.watch)
+
+    def _dropped(self, ref: weakref.ref[Any]) -> None:
+        _watched.discard(ref)
+        self.finish(closed_early=True)
 
     # raw responses ----------------------------------------------------------------------
 
@@ -319,7 +332,7 @@ class _Call:
         if self.streamed or not hasattr(http, "_content"):
             # an event stream, or a body not read yet: read what parse() makes of it
             response.parse = _wrapped_parse(response.parse, self)
-            weakref.finalize(response, _dropped, weakref.ref(self), self.record)
+            self._watch(response)
             return
         self.reply.read_json(self.api, http.content)
         self.finish()
@@ -344,17 +357,12 @@ _NO_USAGE = {
 }
 
 
+_watched: set[weakref.ref[Any]] = set()
+"""Weak references to streams not read to their end yet (kept alive here, not by the stream)."""
+
+
 class StreamError(Exception):
     """An error the provider reported inside a stream that the SDK did not raise."""
-
-
-def _dropped(call_ref: weakref.ref[_Call], record: CallRecord) -> None:
-    """A stream or raw response garbage-collected before it was read to its end."""
-    call = call_ref()
-    if call is not None:
-        call.finish(closed_early=True)
-    elif not record.done:
-        record.cancel(note="stream dropped before it was read")
 
 
 def _observed(inner: Iterator[Any], call: _Call) -> Iterator[Any]:
@@ -415,6 +423,21 @@ async def _aparsed(awaitable: Any, call: _Call) -> Any:
         call.raised(exc)
         raise
     return call.parsed(result)
+
+
+_urls: dict[int, tuple[Any, str]] = {}
+
+
+def _url_text(url: Any) -> str:
+    """``str(client.base_url)``, kept per URL object (httpx's ``URL.__str__`` is not free)."""
+    entry = _urls.get(id(url))
+    if entry is not None and entry[0] is url:
+        return entry[1]
+    text = str(url or "")
+    if len(_urls) > 1024:
+        _urls.clear()
+    _urls[id(url)] = (url, text)
+    return text
 
 
 def _remember_key(key: Any) -> None:

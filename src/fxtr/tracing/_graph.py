@@ -3,11 +3,31 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from typing import Any, Literal
+
+_ID_PREFIX = os.urandom(4).hex()
+_ids = itertools.count(int.from_bytes(os.urandom(3), "big") << 8)
+
+
+def _reseed() -> None:
+    """A forked child draws its own prefix, so its ids never repeat its parent's."""
+    global _ID_PREFIX, _ids
+    _ID_PREFIX = os.urandom(4).hex()
+    _ids = itertools.count(int.from_bytes(os.urandom(3), "big") << 8)
+
+
+os.register_at_fork(after_in_child=_reseed)
+
+
+def new_id() -> str:
+    """A 16-hex-character node id: random per process, then a counter (no syscall per node)."""
+    return f"{_ID_PREFIX}{next(_ids) & 0xFFFFFFFF:08x}"
+
 
 NodeStatus = Literal[
     "running", "succeeded", "failed", "cancelled", "skipped", "needs_review", "interrupted"
@@ -126,7 +146,7 @@ class TaskGraph:
     ) -> Node:
         """Create a running node."""
         node = Node(
-            id=uuid.uuid4().hex[:16],
+            id=new_id(),
             kind=kind,
             name=name,
             parent_id=parent_id,
