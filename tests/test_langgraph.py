@@ -62,11 +62,19 @@ def summary(graph):
 
 @pytest.mark.parametrize("mode", ["invoke", "ainvoke"])
 def test_failing_middle_node_is_recorded_and_resume_reruns_it_and_the_rest(mode):
-    """The failed node has tool_error and its message; resume reruns b then c only."""
+    """The failed node has tool_error and its message; resume reruns b then c only.
+
+    Forty times over: LangGraph saves in the background, and the graph must not depend on
+    the order its saves arrive in (this test once failed one run in forty)."""
+    for attempt in range(40):
+        failing_middle_node_once(mode, attempt)
+
+
+def failing_middle_node_once(mode, attempt):
     broken, runs = {"on": True}, []
     flux = client()
     app = three_nodes(broken, runs).compile(checkpointer=FluxCheckpointer(flux))
-    config = {"configurable": {"thread_id": f"t-{mode}"}}
+    config = {"configurable": {"thread_id": f"t-{mode}-{attempt}"}}
 
     def call(value):
         if mode == "invoke":
@@ -142,7 +150,7 @@ def test_parallel_branches_and_a_cancelled_sibling():
             app.invoke({"items": []}, {"configurable": {"thread_id": "par"}})
     nodes = {n.name: n for n in flux.get_task_graph(t.task_id).find(kind="step")}
     assert nodes["bad"].status == "failed" and nodes["bad"].reason == "tool_error"
-    assert nodes["slow"].status in ("cancelled", "succeeded")
+    assert nodes["slow"].status == "succeeded"  # a sync sibling runs to its end and writes
     assert nodes["slow"].parent_id == nodes["bad"].parent_id
 
 

@@ -27,7 +27,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.errors import GraphRecursionError
 from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, StateGraph
-from langgraph.types import Command, Send, interrupt
+from langgraph.types import Command, RetryPolicy, Send, interrupt
 
 from fxtr.integrations import langgraph as langgraph_adapter
 from fxtr.integrations.langgraph import FluxCheckpointer
@@ -179,7 +179,8 @@ def check_graph(graph, log: Log) -> None:
         if node.kind == "step":
             assert graph.node(node.parent_id).kind == "superstep"
         if node.kind == "superstep":
-            children = [c.status for c in graph.children(node.id)]
+            latest = {c.attrs["langgraph_task_id"]: c.status for c in graph.children(node.id)}
+            children = list(latest.values())  # the last attempt of each task
             assert (node.status == "failed") == ("failed" in children), (node, children)
             assert node.name.startswith("superstep ") and node.name[10:].isdigit()
         for dep in node.depends_on:
@@ -549,6 +550,50 @@ def test_failing_middle_node_with_durability_exit_then_resume():
     check_graph(graph, log)
     failed, retried = graph.find(name="b")
     assert retried.depends_on == [failed.id]
+
+
+def flaky_program(log: Log) -> StateGraph:
+    """One node that fails twice, under a RetryPolicy of three attempts."""
+    attempts = []
+
+    def flaky(state):
+        attempts.append(1)
+        if len(attempts) < 3:
+            log.add("flaky", "raised")
+            raise ValueError("not yet")
+        log.add("flaky", "ok")
+        return {"items": ["done"]}
+
+    g = StateGraph(State)
+    policy = RetryPolicy(max_attempts=3, initial_interval=0.001, jitter=False, retry_on=ValueError)
+    g.add_node("flaky", flaky, retry_policy=policy)
+    g.add_edge(START, "flaky")
+    return g
+
+
+@pytest.mark.parametrize("order", ["as-is", "no-handler"])
+@pytest.mark.parametrize("mode", MODES)
+def test_retry_policy_attempts(mode, order):
+    """Each RetryPolicy attempt is a node depending on the one before; the super-step
+    succeeds with the last attempt. Without the handler only the last outcome is known."""
+    for i in repeats(order, REPEAT // 5):
+        flux = Client({"m": MockModelAPI("m", "x")})
+        log = Log()
+        app = flaky_program(log).compile(checkpointer=saver(flux, order, i))
+        with flux.task("retry") as t:
+            run(app, {"items": []}, {"configurable": {"thread_id": "retry"}}, mode)
+        graph = flux.get_task_graph(t.task_id)
+        if order == "no-handler":
+            log.events = log.events[-1:]
+        check_graph(graph, log)
+        check_order(graph, log)
+        nodes = graph.find(name="flaky")
+        assert [n.depends_on for n in nodes] == [[]] + [[n.id] for n in nodes[:-1]]
+        assert [n.reason for n in nodes if n.status == "failed"] == ["tool_error"] * (
+            len(nodes) - 1
+        )
+        (step,) = graph.find(kind="superstep")
+        assert step.status == "succeeded"
 
 
 # tasks that never ran -------------------------------------------------------------------

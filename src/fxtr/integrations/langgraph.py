@@ -379,15 +379,24 @@ class FluxCheckpointer(InMemorySaver):
         return task
 
     def _outcome(self, task: _Task, status: NodeStatus, error: BaseException | None) -> None:
-        """Record how a task ended (the latest word wins); its super-step follows a failure."""
+        """Record how a task ended (the latest word wins); its super-step follows."""
         step, node = task.step, task.node
         if node.status == status and (error is None or node.error is not None):
             return
         step.graph.end(node, status, error=error)
-        if status == "failed" and step.node.status != "failed":
-            step.graph.end(step.node, "failed", reason=node.reason, category=node.category)
-        elif status == "interrupted" and step.node.status == "running":
+        verdict = _step_status(step)
+        if verdict == "failed" and step.node.status != "failed":
+            failed = [t.node for t in _latest(step) if t.node.status == "failed"][-1]
+            step.graph.end(step.node, "failed", reason=failed.reason, category=failed.category)
+        elif verdict == "interrupted" and step.node.status == "running":
             step.graph.end(step.node, "interrupted")
+        elif verdict == "succeeded" and step.node.status == "failed":
+            # a RetryPolicy attempt made good what the one before broke
+            if step.closed:
+                step.graph.end(step.node, "succeeded")
+            else:
+                step.node.status, step.node.ended_at = "running", None
+                step.node.reason = step.node.category = None
 
     def _on_writes(
         self, config: Any, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
@@ -492,11 +501,16 @@ class FluxCheckpointer(InMemorySaver):
                 self._outcome(task, status, error)
 
 
+def _latest(step: _Step) -> list[_Task]:
+    """The last execution of each task of a super-step (earlier ones were retried)."""
+    return list({t.task_id: t for t in step.tasks}.values())
+
+
 def _step_status(step: _Step) -> NodeStatus:
-    statuses = {t.node.status for t in step.tasks}
-    if "failed" in statuses or step.node.status == "failed":
+    statuses = {t.node.status for t in _latest(step)}
+    if "failed" in statuses:
         return "failed"
-    if "interrupted" in statuses or step.node.status == "interrupted":
+    if "interrupted" in statuses:
         return "interrupted"
     return "succeeded"
 
