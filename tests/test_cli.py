@@ -285,7 +285,9 @@ def test_jobs_are_named_by_prefix_and_latest_everywhere(eval_jobs, capsys, tmp_p
     """show, export and view --export accept a unique prefix and `latest`."""
     _, a, b = eval_jobs
     assert main(["show", "latest"]) == 0
-    assert f"job {b} ·" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"job {b} ·" in out and "eval evals/test_res.py::test_res · gate failed" in out
+    assert "  small: mean 0.733 · n=5 · missing 1 · threshold 0.8 FAILED" in out  # 3.67/5
     assert main(["export", a[:8], "latest", "-o", str(tmp_path / "e.json")]) == 0
     jobs = json.loads((tmp_path / "e.json").read_text())["jobs"]
     assert [j["job_id"] for j in jobs] == [a, b]
@@ -333,3 +335,15 @@ def test_cache_restore_help_explains_its_arguments():
         text=True,
     ).stdout
     assert "what changed from" in history
+
+
+def test_a_store_that_is_not_a_store_is_one_clear_error(tmp_path, capsys):
+    """A garbled cache.db makes every command exit 1 with one line naming the path and a fix."""
+    store = tmp_path / "garbled" / ".fxtr"
+    (store / "cache").mkdir(parents=True)
+    (store / "cache" / "cache.db").write_bytes(bytes(range(256)) * 40)
+    for command in (["jobs"], ["show", "latest"], ["view", "--port", "0"], ["cache"]):
+        assert main(["--store", str(store), *command]) == 1
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and f"cannot open the store at {store}" in err
+        assert "move it aside" in err or "--store" in err

@@ -62,7 +62,14 @@ def _store(args: argparse.Namespace) -> Store:
     try:
         store: Store = open_store(path)
     except Exception as exc:  # a folder that is not a store (a garbled cache.db)
-        msg = f"cannot open the store at {path}: {type(exc).__name__}: {exc}"
+        from fxtr.experiment.errors import FxtrError
+
+        if isinstance(exc, FxtrError):  # the store's own words, with their fix
+            raise CommandError(str(exc)) from None
+        msg = (
+            f"cannot open the store at {path}: {type(exc).__name__}: {exc}. If it is damaged, "
+            f"move it aside (mv {path} {path}.broken) to start a new one, or pass --store PATH."
+        )
         raise CommandError(msg) from None
     return store
 
@@ -202,6 +209,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             walk(n["id"], prefix + ("   " if last else "│  "))
 
     walk(None, "")
+    _print_evaluation(view.record)
     failed = [
         inv
         for _, inv in sorted(view.invocations.items())
@@ -214,6 +222,26 @@ def cmd_show(args: argparse.Namespace) -> int:
         if len(failed) > 20 and not args.verbose:
             print(f"  … {len(failed) - 20} more (-v lists all)")
     return 0
+
+
+def _print_evaluation(record: dict[str, Any]) -> None:
+    """An eval job's score groups and gate, under its tree."""
+    from fxtr.report._evals import evaluation_of, format_score, gate_label, key_label
+
+    evaluation = evaluation_of(record)
+    if evaluation is None:
+        return
+    print(f"\neval {evaluation.get('eval')} · {gate_label(record) or 'not gated'}")
+    for group in evaluation.get("groups") or []:
+        low, high = group.get("low"), group.get("high")
+        interval = f" [{format_score(low)}, {format_score(high)}]" if low is not None else ""
+        threshold = group.get("threshold")
+        gate = "" if threshold is None else f" · threshold {format_score(threshold)}"
+        verdict = "" if threshold is None else (" passed" if group.get("passed") else " FAILED")
+        print(
+            f"  {key_label(group.get('group') or {})}: mean {format_score(group.get('mean'))}"
+            f"{interval} · n={group.get('n')} · missing {group.get('missing') or 0}{gate}{verdict}"
+        )
 
 
 def cmd_resume(args: argparse.Namespace) -> int:

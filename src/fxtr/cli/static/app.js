@@ -256,6 +256,7 @@
   }
 
   function matrixView(jobId, box, state, loaded) {
+    var top = function () { if (box.getBoundingClientRect().top < 0) { box.scrollIntoView(); } };
     var params = { offset: state.offset };
     if (state.show) { params.show = state.show; }
     if (state.q) { params.q = state.q; }
@@ -310,12 +311,13 @@
       var table = el("table", { class: "matrix", id: "matrix" }, [el("thead", {}, [head]), body]);
       var end = Math.min(page.offset + page.rows.length, page.total);
       var pager = el("div", { class: "pager" }, [
-        page.offset > 0 ? el("button", { type: "button", text: "previous", onclick: function () { rerun({ offset: Math.max(0, page.offset - ROWS) }); } }) : null,
+        page.offset > 0 ? el("button", { type: "button", text: "previous", onclick: function () { rerun({ offset: Math.max(0, page.offset - ROWS) }).then(top); } }) : null,
         el("span", { class: "muted", id: "matrix-range", text: (page.total ? page.offset + 1 : 0) + "–" + end + " of " + page.total + " case(s)" }),
-        end < page.total ? el("button", { type: "button", text: "next", onclick: function () { rerun({ offset: page.offset + ROWS }); } }) : null
+        end < page.total ? el("button", { type: "button", text: "next", onclick: function () { rerun({ offset: page.offset + ROWS }).then(top); } }) : null
       ]);
-      var legend = el("p", { class: "muted small", text: page.binary ? "Cells: samples passed of samples recorded (k/n); colour from all failed (red) to all passed (green)." :
-        "Cells: the mean score over samples; colour from low (red) to high (green)." });
+      var legend = el("p", { class: "muted small", text: (page.binary ? "Cells: samples passed of samples recorded (k/n), coloured from none (red) to all (green); ~ flaky." :
+        "Cells: the mean score over samples, coloured from low (red) to high (green).") + " Striped: missing (failed, skipped or in review)." +
+        (page.comparison ? " Outlined: changed since the comparison job (was …)." : "") + " Failed: below the gate's threshold (or 0.5). Click a cell for its invocations and conversations." });
       var dims = (page.group_dims || []).join(", ") || "group";
       box.appendChild(el("h2", { text: "Results: " + page.counts.cases + (page.counts.cases === 1 ? " case" : " cases") + " × " + page.columns.length + " " + (page.columns.length === 1 ? dims : dims + (page.group_dims.length > 1 ? " combinations" : "s")) }));
       [bar, legend, el("div", { class: "scroll" }, [table]), page.rows.length ? null : el("p", { class: "muted", text: "No case matches." }), pager].forEach(function (n) { if (n) { box.appendChild(n); } });
