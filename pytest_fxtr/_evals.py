@@ -28,6 +28,10 @@ class Eval:
     """Dimension name -> the parametrized argument names whose ids key it."""
     inputs: dict[str, Any]
     threshold: float | None
+    cluster: str | None = None
+    """``cluster=`` on the marker: the case field whose values cluster the cases."""
+    clusters: list[list[Any]] | None = None
+    """``[[case key, label], ...]`` once collected (see ``cluster_labels``)."""
     items: list[pytest.Item] = dataclasses.field(default_factory=list)
     job: Any = None
     """The ``JobResult`` once the job ran."""
@@ -36,6 +40,15 @@ class Eval:
     job_id: str | None = None
     index: dict[tuple[Any, ...], list[tuple[tuple[Any, ...], Any]]] | None = None
     """The output's cells by item, built once per job."""
+    reported: bool = False
+    """Whether this process already attached the eval's cells to an item report."""
+
+    @property
+    def root(self) -> str:
+        """The root of every address of the eval's job: ``evals.test_qa::test_qa``."""
+        path, _, function = self.nodeid.partition("::")
+        module = path.removesuffix(".py").replace("/", ".").replace("\\", ".")
+        return f"{module}::{function}"
 
     @property
     def argnames(self) -> list[str]:
@@ -52,7 +65,7 @@ def _parametrize_argnames(item: pytest.Item) -> list[tuple[str, ...]]:
         names = mark.args[0] if mark.args else mark.kwargs.get("argnames")
         if isinstance(names, str):
             names = [n.strip() for n in names.split(",") if n.strip()]
-        groups.append(tuple(names))
+        groups.append(tuple(names or ()))
     return groups
 
 
@@ -70,10 +83,10 @@ def parse_marker(item: pytest.Item) -> Eval:
     problems: list[str] = []
     if len(mark.args) != 1 or not isinstance(mark.args[0], WorkflowDefinition):
         problems.append(f"takes one positional argument, the @workflow to run, got {mark.args!r}")
-    unknown = set(mark.kwargs) - {"dims", "inputs", "threshold"}
+    unknown = set(mark.kwargs) - {"dims", "inputs", "threshold", "cluster"}
     if unknown:
         problems.append(
-            f"has unknown arguments {sorted(unknown)!r}; use dims=, inputs=, threshold="
+            f"has unknown arguments {sorted(unknown)!r}; use dims=, inputs=, threshold=, cluster="
         )
     groups = _parametrize_argnames(item)
     argnames = [a for g in groups for a in g]
@@ -115,27 +128,19 @@ def parse_marker(item: pytest.Item) -> Eval:
         inputs = {}
     threshold = mark.kwargs.get("threshold")
     if threshold is not None and (
-        isinstance(threshold, bool)
-        or not isinstance(threshold, (int, float))
-        or math.isnan(threshold)
+        isinstance(threshold, bool) or not isinstance(threshold, (int, float))
     ):
         problems.append(f"threshold= must be a number, got {threshold!r}")
+    elif threshold is not None and not math.isfinite(threshold):
+        problems.append(f"threshold= must be a finite number, got {threshold!r}")
+    cluster = mark.kwargs.get("cluster")
+    if cluster is not None and (not isinstance(cluster, str) or not cluster):
+        problems.append(
+            f"cluster= must name a case field (a Case.metadata key or a parametrized "
+            f"argument), got {cluster!r}"
+        )
     if not problems:
-        workflow = mark.args[0]
-        params = workflow.signature.params
-        for name in inputs:
-            if name not in params:
-                problems.append(
-                    f"inputs= names {name!r}, which workflow {workflow.name!r} does not take"
-                )
-            if name in argnames:
-                problems.append(f"{name!r} is both parametrized and in inputs=; give it once")
-        missing = [p for p in params if p not in inputs and p not in argnames]
-        if missing:
-            problems.append(
-                f"workflow {workflow.name!r} needs input(s) {missing!r}, which are neither "
-                "parametrized nor in inputs="
-            )
+        problems.extend(_workflow_problems(mark.args[0], dims, inputs, argnames))
     if problems:
         raise pytest.UsageError(f"{where}: " + "; ".join(problems) + ".")
     return Eval(
@@ -144,7 +149,58 @@ def parse_marker(item: pytest.Item) -> Eval:
         dims=dims,
         inputs=dict(inputs),
         threshold=None if threshold is None else float(threshold),
+        cluster=cluster,
     )
+
+
+def _workflow_problems(
+    workflow: Any, dims: dict[str, tuple[str, ...]], inputs: dict[str, Any], argnames: list[str]
+) -> list[str]:
+    """What does not fit the workflow: unknown names, dimensions it does not declare."""
+    import inspect
+
+    params = workflow.signature.params
+    problems = []
+    for name in inputs:
+        if name not in params:
+            problems.append(
+                f"inputs= names {name!r}, which workflow {workflow.name!r} does not take"
+            )
+        if name in argnames:
+            problems.append(f"{name!r} is both parametrized and in inputs=; give it once")
+    dim_of = {name: dim for dim, names in dims.items() for name in names}
+    for name in argnames:
+        param = params.get(name)
+        if param is None:
+            problems.append(
+                f"parametrized argument {name!r} is not an input of workflow "
+                f"{workflow.name!r} (its inputs: {sorted(params)!r}); rename it to one of "
+                "them or remove it from the parametrization"
+            )
+        elif param.kind == "handle" and not param.dims:
+            problems.append(
+                f"parametrized argument {name!r} is a single value of workflow "
+                f"{workflow.name!r} ({param.describe()}); give it in inputs= instead"
+            )
+        elif param.kind == "handle" and [d.name for d in param.dims] != [dim_of.get(name)]:
+            declared = ", ".join(d.name for d in param.dims)
+            problems.append(
+                f"dims= puts {name!r} in dimension {dim_of.get(name)!r}, but workflow "
+                f"{workflow.name!r} declares {param.describe()}; write dims={{{declared!r}: "
+                f"{name!r}, ...}}"
+            )
+    defaults = inspect.signature(workflow.fn).parameters
+    missing = [
+        p
+        for p in params
+        if p not in inputs and p not in argnames and defaults[p].default is inspect.Parameter.empty
+    ]
+    if missing:
+        problems.append(
+            f"workflow {workflow.name!r} needs input(s) {missing!r}, which are neither "
+            "parametrized nor in inputs="
+        )
+    return problems
 
 
 _KEYS = pytest.StashKey[dict[str, str]]()
@@ -180,10 +236,11 @@ def _item_keys(ev: Eval, item: pytest.Item) -> dict[str, str]:
     return keys
 
 
-def job_inputs(ev: Eval) -> dict[str, Any]:
+def job_inputs(ev: Eval, samples: int | None = None) -> dict[str, Any]:
     """The job's inputs: an array per parametrized argument, and the marker's inputs.
 
-    Each parametrized argument becomes an array over its dimension's keys.
+    Each parametrized argument becomes an array over its dimension's keys; ``samples``
+    (``--fxtr-samples``) replaces the value of a workflow input named ``samples``.
     """
     from fxtr import Array
 
@@ -200,6 +257,8 @@ def job_inputs(ev: Eval) -> dict[str, Any]:
     for name, mapping in values.items():
         inputs[name] = Array.from_mapping(mapping, dims=[(dim_of[name], str)])
     inputs.update(ev.inputs)
+    if samples is not None and "samples" in params and "samples" not in dim_of:
+        inputs["samples"] = samples
     return inputs
 
 
@@ -222,17 +281,21 @@ def run_job(
     progress: Callable[[Any], None] | None,
     loop: SessionLoop,
 ) -> None:
-    """Run (or resume) the eval's job once; keep the result or the error on the eval."""
+    """Run (or resume) the eval's job once; keep the result or the error on the eval.
+
+    The eval's key points at the job before it starts, so a run interrupted with Ctrl-C is
+    continued by ``--fxtr-resume`` as the job's next attempt.
+    """
     from fxtr.experiment._jobs import launch, resume
     from fxtr.store import open_store
 
     if ev.job is not None or ev.error is not None:
         return
     try:
-        inputs = job_inputs(ev)
+        inputs = job_inputs(ev, settings.samples)
         store = open_store(settings.store)
         key = resume_key(ev, inputs)
-        options = {
+        options: dict[str, Any] = {
             "store": store,
             "conflict": settings.conflict,
             "verify": settings.verify,
@@ -245,12 +308,23 @@ def run_job(
         if last is not None and store.has_job(last):
             coro = resume(last, workflow=ev.workflow, **options)
         else:
-            coro = launch(ev.workflow, inputs, job_id=job_id_for(run_id, ev), **options)
+            job_id = job_id_for(run_id, ev)
+            store.set_last_job(key, job_id)
+            coro = launch(ev.workflow, inputs, job_id=job_id, **_root_option(ev), **options)
         ev.job = loop.run(coro)
         ev.job_id = ev.job.job_id
         store.set_last_job(key, ev.job.job_id)
     except Exception as exc:
         ev.error = exc
+
+
+def _root_option(ev: Eval) -> dict[str, Any]:
+    """``root=`` for ``launch``: under pytest every address starts with the eval's id."""
+    import inspect
+
+    from fxtr.experiment._jobs import launch
+
+    return {"root": ev.root} if "root" in inspect.signature(launch).parameters else {}
 
 
 class SessionLoop:
@@ -266,9 +340,22 @@ class SessionLoop:
         self.executor: Any = None
 
     def run(self, coro: Any) -> Any:
+        """Run ``coro`` on the loop; on Ctrl-C, cancel it and let it record that first."""
         import asyncio
+        import concurrent.futures
 
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result()
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            future.cancel()
+            try:
+                future.result(timeout=10)
+            except (concurrent.futures.CancelledError, concurrent.futures.TimeoutError):
+                pass
+            except Exception:  # the job's own error matters less than the interrupt
+                pass
+            raise
 
     def executor_for(self, url: str | None) -> Any:
         """The executor for ``--fxtr-executor`` (made once, on this loop)."""
@@ -300,7 +387,6 @@ def slice_for(
         ``(full key, value)`` cells it covers, and a failure message or ``None``.
     """
     from fxtr import Array
-    from fxtr.tracing._jobgraph import split_address
 
     keys = item_keys(ev, item)
     job = ev.job
@@ -317,9 +403,7 @@ def slice_for(
         for inv in job.invocations:
             if inv.status == "succeeded":
                 continue
-            inv_keys = {}
-            for segment in inv.address.split("/"):
-                inv_keys.update(split_address("/" + segment)[2])
+            inv_keys = address_keys(inv.address)
             if all(inv_keys.get(d, v) == v for d, v in keys.items()):
                 related.append(inv)
         lines = [f"{len(gone)} of {len(cells)} output cell(s) for {keys} have no value."]
@@ -367,37 +451,225 @@ def _job_failure(ev: Eval, keys: dict[str, str]) -> str:
 
 
 def numeric(value: Any) -> float | None:
-    """A score value as a float, or ``None`` when it is not numeric."""
+    """A score value as a float, or ``None`` when it is not numeric.
+
+    A value with a numeric ``value`` attribute (a kit ``Score``) counts as that number.
+    """
+    if not isinstance(value, (bool, int, float)) and hasattr(value, "value"):
+        value = value.value
     if isinstance(value, bool):
         return float(value)
-    if isinstance(value, (int, float)) and not (isinstance(value, float) and math.isnan(value)):
+    if isinstance(value, (int, float)) and math.isfinite(value):
         return float(value)
     return None
+
+
+def address_keys(address: str) -> dict[str, str]:
+    """Every map key along an address, unquoted (``a/b[k="x/y"]`` → ``{"k": "x/y"}``)."""
+    keys: dict[str, str] = {}
+    for segment in _segments(address):
+        if not segment.endswith("]") or "[" not in segment:
+            continue
+        inner = segment[segment.index("[") + 1 : -1]
+        for part in _split_outside_quotes(inner, ","):
+            name, _, text = part.partition("=")
+            if text.startswith('"'):
+                try:
+                    text = json.loads(text)
+                except ValueError:
+                    pass
+            keys[name] = text
+    return keys
+
+
+def _segments(address: str) -> list[str]:
+    return _split_outside_quotes(address, "/")
+
+
+def _split_outside_quotes(text: str, sep: str) -> list[str]:
+    parts: list[str] = []
+    current: list[str] = []
+    quoted = escaped = False
+    for ch in text:
+        if quoted and escaped:
+            escaped = False
+        elif quoted and ch == "\\":
+            escaped = True
+        elif ch == '"':
+            quoted = not quoted
+        elif ch == sep and not quoted:
+            parts.append("".join(current))
+            current = []
+            continue
+        current.append(ch)
+    parts.append("".join(current))
+    return parts
+
+
+CASE = "case"
+SAMPLE = "sample"
+
+
+def evaluation_payload(ev: Eval, fail_under: float | None) -> dict[str, Any]:
+    """The eval's cells (interfaces.md), built from its job once per process.
+
+    Each cell is one case of one group: its per-sample numeric values (``None`` where a
+    sample has no value), ``ok`` or ``missing``, and the addresses of the invocations
+    behind it. Cells come from the whole job, not from the items that ran (``-x``).
+    """
+    job = ev.job
+    threshold = ev.threshold if ev.threshold is not None else fail_under
+    payload: dict[str, Any] = {
+        "eval": ev.nodeid,
+        "workflow": ev.workflow.name,
+        "job_id": ev.job_id,
+        "threshold": threshold,
+        "cluster": ev.cluster,
+        "clusters": ev.clusters,
+    }
+    if job is None or job.partial_output is None:
+        dims = [CASE] if CASE in ev.dims else []
+        group_dims = [d for d in ev.dims if d not in (CASE, SAMPLE)]
+        cells: dict[str, dict[str, Any]] = {}
+        for item in ev.items:
+            keys = item_keys(ev, item)
+            cell = _cell({d: keys[d] for d in group_dims}, {d: keys[d] for d in dims})
+            cell["status"] = "missing"
+            cells.setdefault(json.dumps([cell["group"], cell["case"]]), cell)
+        payload.update(
+            case_dims=dims, group_dims=group_dims, sample_dim=None, cells=list(cells.values())
+        )
+        payload["numeric"] = True
+        return payload
+    partial, missing = job.partial_output, job.missing
+    out_dims = list(partial.dims)
+    case_dims = [d for d in out_dims if d == CASE]
+    group_dims = [d for d in out_dims if d not in (CASE, SAMPLE)]
+    sample = SAMPLE if SAMPLE in out_dims else None
+    by_cell: dict[tuple[Any, ...], dict[str, Any]] = {}
+    any_numeric = False
+    for key, value in partial.items():
+        named = dict(zip(out_dims, key, strict=True))
+        group = {d: _text(named[d]) for d in group_dims}
+        case = {d: _text(named[d]) for d in case_dims}
+        ident = tuple(group.values()) + tuple(case.values())
+        if ident not in by_cell:
+            by_cell[ident] = _cell(group, case)
+        cell = by_cell[ident]
+        number = None if key in missing else numeric(value)
+        any_numeric = any_numeric or number is not None
+        if number is None:
+            cell["status"] = "missing"
+            if key not in missing and value is not None:
+                cell["non_numeric"] = cell.get("non_numeric", 0) + 1
+        cell["values"].append(number)
+    _attach_addresses(by_cell, job.invocations, group_dims, case_dims)
+    payload.update(
+        case_dims=case_dims,
+        group_dims=group_dims,
+        sample_dim=sample,
+        cells=list(by_cell.values()),
+        numeric=any_numeric,
+    )
+    return payload
+
+
+def _cell(group: dict[str, str], case: dict[str, str]) -> dict[str, Any]:
+    return {"group": group, "case": case, "values": [], "status": "ok", "addresses": []}
+
+
+def _text(key: Any) -> str:
+    return key if isinstance(key, str) else str(key)
+
+
+def _attach_addresses(
+    cells: dict[tuple[Any, ...], dict[str, Any]],
+    invocations: list[Any],
+    group_dims: list[str],
+    case_dims: list[str],
+) -> None:
+    """Each cell's addresses: the invocations whose map keys agree with the cell's."""
+    dims = group_dims + case_dims
+    for inv in invocations:
+        keys = address_keys(inv.address)
+        if all(d in keys for d in dims):
+            cell = cells.get(tuple(keys[d] for d in dims))
+            targets = [cell] if cell is not None else []
+        else:
+            targets = [
+                c
+                for c in cells.values()
+                if all(keys.get(d, v) == v for d, v in {**c["group"], **c["case"]}.items())
+            ]
+        for cell in targets:
+            cell["addresses"].append(inv.address)
+    for cell in cells.values():
+        cell["addresses"].sort()
+
+
+def cluster_labels(ev: Eval) -> list[list[Any]]:
+    """``[[case key, label], ...]`` for ``cluster=FIELD``: one label per case.
+
+    FIELD is a parametrized argument's name, or a field of the case's values: a key of
+    their ``metadata`` mapping (a kit ``Case``), a key of a mapping, or an attribute.
+
+    Raises:
+        pytest.UsageError: a case has no such field.
+    """
+    assert ev.cluster is not None
+    field = ev.cluster
+    labels: dict[str, Any] = {}
+    for item in ev.items:
+        keys = item_keys(ev, item)
+        case = {CASE: keys[CASE]} if CASE in keys else {}
+        params = item.callspec.params  # type: ignore[attr-defined]
+        found, label = _field(params, ev.dims.get(CASE, ()), field)
+        if not found:
+            msg = (
+                f"@pytest.mark.fxtr on {ev.nodeid}: cluster={field!r}, but case "
+                f"{keys.get(CASE)!r} has no field {field!r} (not a parametrized argument, "
+                "nor a key of its values' metadata, nor an attribute of them); name a field "
+                "every case has."
+            )
+            raise pytest.UsageError(msg)
+        labels[json.dumps(case, sort_keys=True)] = label if isinstance(label, str) else str(label)
+    return [[json.loads(case), label] for case, label in labels.items()]
+
+
+def _field(params: dict[str, Any], names: tuple[str, ...], field: str) -> tuple[bool, Any]:
+    if field in params:
+        return True, params[field]
+    for name in names:
+        value = params.get(name)
+        metadata = getattr(value, "metadata", None)
+        if isinstance(metadata, dict) and field in metadata:
+            return True, metadata[field]
+        if isinstance(value, dict) and field in value:
+            return True, value[field]
+        if hasattr(value, field) and not callable(getattr(value, field)):
+            return True, getattr(value, field)
+    return False, None
 
 
 def item_properties(
     ev: Eval,
     item: pytest.Item,
-    cells: list[tuple[tuple[Any, ...], Any]],
     failure: str | None,
     fail_under: float | None,
 ) -> list[tuple[str, str]]:
-    """What the controller needs to score and summarize, as report properties."""
-    job = ev.job
-    dims = (
-        list(job.partial_output.dims) if job is not None and job.partial_output is not None else []
-    )
-    keys = item_keys(ev, item)
-    threshold = ev.threshold if ev.threshold is not None else fail_under
-    payload = {
+    """What the controller needs to gate and summarize, as report properties.
+
+    Every item says which eval it belongs to; the first item of an eval in each process
+    also carries the eval's cells (the controller keeps one copy per eval).
+    """
+    payload: dict[str, Any] = {
         "eval": ev.nodeid,
-        "workflow": ev.workflow.name,
         "job_id": ev.job_id,
-        "dims": dims,
-        "keys": keys,
-        "cells": [[list(k), numeric(v), v is not None and numeric(v) is None] for k, v in cells],
+        "keys": item_keys(ev, item),
         "missing": failure is not None,
-        "threshold": threshold,
         "at": time.time(),
     }
+    if not ev.reported:
+        ev.reported = True
+        payload["evaluation"] = evaluation_payload(ev, fail_under)
     return [("fxtr", json.dumps(payload, default=str))]

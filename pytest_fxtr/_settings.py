@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +28,16 @@ class Settings:
     report: Path | None
     executor: str | None = None
     """``dask://local`` or ``dask://HOST:PORT``; ``None`` runs steps on this process's loop."""
+    samples: int | None = None
+    """``--fxtr-samples``: the value of every eval's workflow input named ``samples``."""
+    baseline: str | None = None
+    """``--fxtr-baseline``: a job id, a unique prefix, ``latest`` or a report JSON path."""
+    baseline_margin: float = 0.0
+    """A group regresses when its whole difference interval lies below ``-margin``."""
+    markdown: Path | None = None
+    """``--fxtr-markdown``: where to write the summary as Markdown."""
+    here: Path = Path()
+    """The invocation directory: relative paths given to options start here."""
 
     def _where(self) -> str:
         if isinstance(self.store, str):
@@ -50,6 +63,11 @@ class Settings:
             parts.append(f"fail-under={self.fail_under:g}")
         if self.executor:
             parts.append(f"executor={self.executor}")
+        if self.samples is not None:
+            parts.append(f"samples={self.samples}")
+        if self.baseline:
+            margin = f" (margin {self.baseline_margin:g})" if self.baseline_margin else ""
+            parts.append(f"baseline={self.baseline}{margin}")
         return "fxtr: " + ", ".join(parts)
 
 
@@ -110,6 +128,31 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="URL",
         help="run steps on a Dask cluster: dask://HOST:PORT, or dask://local",
     )
+    group.addoption(
+        "--fxtr-samples",
+        default=None,
+        metavar="K",
+        help="draw K samples per case: the value of every eval's workflow input `samples`",
+    )
+    group.addoption(
+        "--fxtr-baseline",
+        default=None,
+        metavar="REF",
+        help="compare each eval with an earlier run: a job id, a unique prefix, `latest` "
+        "(the newest earlier job of the same eval) or a --fxtr-report JSON file",
+    )
+    group.addoption(
+        "--fxtr-baseline-margin",
+        default=None,
+        metavar="DELTA",
+        help="a group regresses when its whole difference interval lies below -DELTA (default: 0)",
+    )
+    group.addoption(
+        "--fxtr-markdown",
+        default=None,
+        metavar="PATH",
+        help="write the fxtr summary as Markdown (also to $GITHUB_STEP_SUMMARY when set)",
+    )
     parser.addini("fxtr_resume", "resume the last job of each eval", type="bool", default=False)
     parser.addini("fxtr_cache_dir", "the fxtr store directory", default=None)
     parser.addini("fxtr_cache_conflict", "review or overwrite", default=None)
@@ -119,6 +162,10 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("fxtr_report", "JSON report path", default=None)
     parser.addini("fxtr_executor", "dask://HOST:PORT or dask://local", default=None)
     parser.addini("fxtr_store", "postgresql:// URL of a shared store", default=None)
+    parser.addini("fxtr_samples", "samples per case (workflow input `samples`)", default=None)
+    parser.addini("fxtr_baseline", "job id, prefix, latest, or report JSON", default=None)
+    parser.addini("fxtr_baseline_margin", "regression margin", default=None)
+    parser.addini("fxtr_markdown", "Markdown summary path", default=None)
 
 
 def _pick(config: pytest.Config, name: str) -> Any:
@@ -128,8 +175,67 @@ def _pick(config: pytest.Config, name: str) -> Any:
     return value
 
 
+def _finite(raw: Any, option: str, problems: list[str]) -> float | None:
+    """A finite number from an option's text, or ``None`` when it is not given."""
+    if raw in (None, ""):
+        return None
+    try:
+        value = float(raw)
+    except (TypeError, ValueError):
+        problems.append(f"{option} must be a number, got {raw!r}.")
+        return None
+    if not math.isfinite(value):
+        problems.append(f"{option} must be a finite number, got {raw!r}.")
+        return None
+    return value
+
+
+def _writable_dir(path: Path, option: str, problems: list[str]) -> None:
+    """``path`` is (or can be made) a directory this process can write."""
+    if path.exists() and not path.is_dir():
+        problems.append(f"{option} {path} is a file, not a directory; give a directory path.")
+        return
+    existing = path
+    while not existing.exists():
+        existing = existing.parent
+    if not existing.is_dir():
+        problems.append(f"{option} {path}: {existing} is a file; give a directory path.")
+    elif not _can_write(existing):
+        problems.append(
+            f"{option} {path}: {existing} is not writable; give a directory you can write."
+        )
+
+
+def _can_write(directory: Path) -> bool:
+    """Whether a file can be created in ``directory`` (tried: permissions lie to root)."""
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return False
+    try:
+        fd, name = tempfile.mkstemp(dir=directory, prefix=".fxtr-probe-")
+    except OSError:
+        return False
+    os.close(fd)
+    os.unlink(name)
+    return True
+
+
+def _writable_file(path: Path, option: str, problems: list[str]) -> None:
+    """``path`` is (or can be made) a file this process can write."""
+    if path.is_dir():
+        problems.append(f"{option} {path} is a directory; give a file path, e.g. {path}/x.json.")
+        return
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            problems.append(f"{option} {path} is not writable; give a file you can write.")
+        return
+    _writable_dir(path.parent, option, problems)
+
+
 def resolve(config: pytest.Config) -> Settings:
     """Resolve every option once, CLI over ini; bad values are a ``pytest.UsageError``.
+
+    Paths are checked here, before anything runs: a store that is a file or not writable,
+    a report or Markdown path that is a directory.
 
     Raises:
         pytest.UsageError: listing every bad value and the valid choices.
@@ -141,23 +247,15 @@ def resolve(config: pytest.Config) -> Settings:
             f"{conflict!r} is not a valid fxtr cache conflict policy. Valid policies: "
             f"{', '.join(CONFLICTS)}."
         )
-    concurrency_raw = _pick(config, "concurrency") or 32
-    try:
-        concurrency = int(concurrency_raw)
-        if concurrency < 1:
-            raise ValueError
-    except (TypeError, ValueError):
-        problems.append(
-            f"--fxtr-concurrency must be a positive whole number, got {concurrency_raw!r}."
-        )
-        concurrency = 32
-    fail_raw = _pick(config, "fail_under")
-    fail_under: float | None = None
-    if fail_raw not in (None, ""):
-        try:
-            fail_under = float(fail_raw)
-        except (TypeError, ValueError):
-            problems.append(f"--fxtr-fail-under must be a number, got {fail_raw!r}.")
+    concurrency = _positive(_pick(config, "concurrency") or 32, "--fxtr-concurrency", problems)
+    fail_under = _finite(_pick(config, "fail_under"), "--fxtr-fail-under", problems)
+    samples_raw = _pick(config, "samples")
+    samples = (
+        None if samples_raw in (None, "") else _positive(samples_raw, "--fxtr-samples", problems)
+    )
+    margin = _finite(_pick(config, "baseline_margin"), "--fxtr-baseline-margin", problems)
+    if margin is not None and margin < 0:
+        problems.append(f"--fxtr-baseline-margin must be 0 or more, got {margin:g}.")
     executor = _pick(config, "executor") or None
     if executor and not executor.startswith("dask://"):
         problems.append(
@@ -169,15 +267,24 @@ def resolve(config: pytest.Config) -> Settings:
             f"{store_url!r} is not a valid fxtr store URL. Use postgresql://USER@HOST/DB, or "
             "--fxtr-cache-dir for a directory."
         )
-    if problems:
-        raise pytest.UsageError("\n".join(problems))
     invocation_dir = Path(config.invocation_params.dir)
     cache_dir = _pick(config, "cache_dir")
     if cache_dir:
         store = (invocation_dir / cache_dir).resolve()
+        if not store_url:
+            _writable_dir(store, "--fxtr-cache-dir", problems)
     else:
         store = Path(config.rootpath) / ".fxtr"
     report_raw = _pick(config, "report")
+    report = (invocation_dir / report_raw).resolve() if report_raw else None
+    if report is not None:
+        _writable_file(report, "--fxtr-report", problems)
+    markdown_raw = _pick(config, "markdown")
+    markdown = (invocation_dir / markdown_raw).resolve() if markdown_raw else None
+    if markdown is not None:
+        _writable_file(markdown, "--fxtr-markdown", problems)
+    if problems:
+        raise pytest.UsageError("\n".join(problems))
     return Settings(
         store=store_url or store,
         conflict=conflict,
@@ -185,6 +292,23 @@ def resolve(config: pytest.Config) -> Settings:
         resume=bool(_pick(config, "resume")),
         concurrency=concurrency,
         fail_under=fail_under,
-        report=(invocation_dir / report_raw).resolve() if report_raw else None,
+        report=report,
         executor=executor,
+        samples=samples,
+        baseline=_pick(config, "baseline") or None,
+        baseline_margin=margin or 0.0,
+        markdown=markdown,
+        here=invocation_dir,
     )
+
+
+def _positive(raw: Any, option: str, problems: list[str]) -> int:
+    """A positive whole number from an option's text (1 when it is bad)."""
+    try:
+        value = int(raw)
+        if value < 1:
+            raise ValueError
+    except (TypeError, ValueError):
+        problems.append(f"{option} must be a positive whole number, got {raw!r}.")
+        return 1
+    return value

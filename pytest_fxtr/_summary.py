@@ -6,111 +6,14 @@ a plain run look the same.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import math
-import statistics
+import os
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
-CASE = "case"
-
-
-@dataclasses.dataclass
-class Score:
-    """The mean of one group's cells against its threshold."""
-
-    eval: str
-    job_id: str | None
-    group: dict[str, str]
-    values: list[float]
-    missing: int
-    threshold: float | None
-    non_numeric: int = 0
-
-    @property
-    def n(self) -> int:
-        return len(self.values)
-
-    @property
-    def mean(self) -> float | None:
-        return statistics.fmean(self.values) if self.values else None
-
-    @property
-    def stderr(self) -> float | None:
-        if len(self.values) < 2:
-            return None
-        return statistics.stdev(self.values) / math.sqrt(len(self.values))
-
-    @property
-    def passed(self) -> bool:
-        if self.threshold is None:
-            return True
-        if self.missing or self.non_numeric or self.mean is None:
-            return False
-        return self.mean >= self.threshold
-
-    def why(self) -> str:
-        """Why the group missed its threshold."""
-        parts = []
-        if self.non_numeric:
-            parts.append(f"{self.non_numeric} value(s) are not numeric")
-        if self.mean is None:
-            parts.append("no value")
-        elif self.threshold is not None and self.mean < self.threshold:
-            parts.append(f"mean {self.mean:.4g} < threshold {self.threshold:g}")
-        if self.missing:
-            parts.append(f"{self.missing} case(s) missing")
-        return ", ".join(parts)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "group": self.group,
-            "mean": self.mean,
-            "stderr": self.stderr,
-            "n": self.n,
-            "missing": self.missing,
-            "threshold": self.threshold,
-            "passed": self.passed,
-        }
-
-
-def scores(payloads: list[dict[str, Any]]) -> list[Score]:
-    """Group item payloads per eval and per key of the non-case dimensions."""
-    out: dict[tuple[str, str], Score] = {}
-    seen: set[tuple[str, tuple[Any, ...]]] = set()
-    missing_items: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for p in payloads:
-        dims = p["dims"] or [d for d in p["keys"] if d != CASE] + (
-            [CASE] if CASE in p["keys"] else []
-        )
-        group_dims = [d for d in dims if d != CASE]
-        if p["missing"]:
-            group = {d: p["keys"][d] for d in group_dims if d in p["keys"]}
-            gkey = (p["eval"], json.dumps(group, sort_keys=True))
-            score = out.setdefault(
-                gkey, Score(p["eval"], p["job_id"], group, [], 0, p["threshold"])
-            )
-            missing_items[gkey].add(json.dumps(p["keys"], sort_keys=True))
-            continue
-        for key, value, non_numeric in p["cells"]:
-            cell = dict(zip(dims, key, strict=False))
-            group = {d: cell[d] for d in group_dims if d in cell}
-            gkey = (p["eval"], json.dumps(group, sort_keys=True))
-            score = out.setdefault(
-                gkey, Score(p["eval"], p["job_id"], group, [], 0, p["threshold"])
-            )
-            if (p["eval"], tuple(key)) in seen:
-                continue
-            seen.add((p["eval"], tuple(key)))
-            if value is not None:
-                score.values.append(value)
-            elif non_numeric:
-                score.non_numeric += 1
-    for gkey, items in missing_items.items():
-        out[gkey].missing = len(items)
-    return list(out.values())
+WIDTH = 100
+"""The summary never gets wider than this many columns."""
 
 
 def job_summary(store: Any, job_id: str) -> dict[str, Any]:
@@ -128,16 +31,27 @@ def job_summary(store: Any, job_id: str) -> dict[str, Any]:
     }
 
 
-def report_json(jobs: dict[str, dict[str, Any]], all_scores: list[Score]) -> dict[str, Any]:
-    """The ``--fxtr-report`` document."""
+def report_json(
+    jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The ``--fxtr-report`` document: each job with its eval, score groups and cells.
+
+    The cells make a report file usable as a baseline (``--fxtr-baseline report.json``).
+    """
     from fxtr.report import job_report
 
-    return {
-        "jobs": [
-            job_report(info["view"], [s.to_json() for s in all_scores if s.job_id == job_id])
-            for job_id, info in jobs.items()
-        ]
-    }
+    by_job = {e["job_id"]: e for e in evaluations if e.get("job_id")}
+    out = []
+    for job_id, info in jobs.items():
+        evaluation = by_job.get(job_id)
+        entry = job_report(info["view"], evaluation["groups"] if evaluation else [])
+        if evaluation is not None:
+            entry["eval"] = evaluation["eval"]
+            entry["gate"] = evaluation["gate"]
+            entry["baseline"] = evaluation["baseline"]
+            entry["cells"] = evaluation["cells"]
+        out.append(entry)
+    return {"jobs": out}
 
 
 def write_report(path: Path, document: dict[str, Any]) -> None:
@@ -146,192 +60,517 @@ def write_report(path: Path, document: dict[str, Any]) -> None:
     path.write_text(json.dumps(document, indent=2, default=str) + "\n")
 
 
-def render(tr: Any, jobs: dict[str, dict[str, Any]], all_scores: list[Score], verbose: int) -> None:
-    """Write the ``fxtr summary`` section through the terminal reporter."""
-    from tabulate import tabulate
+# numbers: one format everywhere
 
+
+def num(value: float | None) -> str:
+    """A score, a mean, a difference or a threshold: three decimals, ``-`` when unknown."""
+    return "-" if value is None else f"{value:.3f}"
+
+
+def interval(low: float | None, high: float | None) -> str:
+    """``[low, high]`` with the same three decimals."""
+    return "-" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+
+
+def usd(value: float | None) -> str:
+    """Dollars, ``n/a`` for a price nobody knows (never ``$0.0000``)."""
     from fxtr.report import format_usd
 
-    tr.section("fxtr summary", sep="=")
-    for job_id, info in jobs.items():
-        record, invocations, attempt = info["record"], info["invocations"], info["attempt"]
-        tr.write_line(
-            f"job {job_id} · {record['workflow']} · attempt {attempt.get('attempt')} · "
-            f"{attempt.get('status')}"
-            + (
-                f" · commit {record['commit'][:10]}" + (" (dirty)" if record.get("dirty") else "")
-                if record.get("commit")
-                else ""
-            )
-        )
-        rows = defaultdict(Counter)
-        seconds: dict[str, float] = defaultdict(float)
-        for inv in invocations:
-            row = rows[inv["step"]]
-            row[inv["status"]] += 1
-            row[
-                "cached"
-                if inv.get("from_cache")
-                else ("ran" if inv.get("started_at") else "not run")
-            ] += 1
-            if inv.get("started_at") and inv.get("ended_at") and not inv.get("from_cache"):
-                seconds[inv["step"]] += inv["ended_at"] - inv["started_at"]
-        table = [
-            [
-                step,
-                sum(c[s] for s in ("succeeded", "failed", "skipped", "needs_review")),
-                c["succeeded"],
-                c["failed"],
-                c["skipped"],
-                c["needs_review"],
-                c["ran"],
-                c["cached"],
-                f"{seconds[step]:.2f}s",
-            ]
-            for step, c in sorted(rows.items())
-        ]
-        tr.write_line(
-            tabulate(
-                table,
-                disable_numparse=True,
-                headers=[
-                    "step",
-                    "invocations",
-                    "ok",
-                    "failed",
-                    "skipped",
-                    "review",
-                    "ran",
-                    "cached",
-                    "time",
-                ],
-            )
-        )
-        cost = info["cost"]
-        if cost["by_model"]:
-            tr.write_line("")
-            table = [
-                [
-                    m,
-                    c["calls"],
-                    c["input_tokens"],
-                    c["output_tokens"],
-                    format_usd(c["usd"]),
-                    format_usd(c["saved_usd"]),
-                ]
-                for m, c in sorted(cost["by_model"].items())
-            ]
-            table.append(
-                [
-                    "total",
-                    cost["calls"],
-                    cost["input_tokens"],
-                    cost["output_tokens"],
-                    format_usd(cost["usd"]),
-                    format_usd(cost["saved_usd"]),
-                ]
-            )
-            tr.write_line(
-                tabulate(
-                    table,
-                    disable_numparse=True,
-                    headers=[
-                        "model",
-                        "calls",
-                        "input tokens",
-                        "output tokens",
-                        "cost",
-                        "saved by cache",
-                    ],
-                )
-            )
-        failed = [i for i in invocations if i["status"] == "failed"]
-        review = [i for i in invocations if i["status"] == "needs_review"]
-        if failed or review:
-            tr.write_line("")
-            by_reason: dict[str, list[dict[str, Any]]] = defaultdict(list)
-            for inv in failed:
-                by_reason[inv.get("reason") or "unknown"].append(inv)
-            if review:
-                by_reason["needs_review"] = review
-            table = [
-                [reason, len(invs), invs[0]["address"], _short(invs[0].get("error"), 70)]
-                for reason, invs in sorted(by_reason.items())
-            ]
-            tr.write_line(
-                tabulate(
-                    table, disable_numparse=True, headers=["reason", "count", "example", "error"]
-                )
-            )
-            if verbose > 0:
-                for inv in failed + review:
-                    tr.write_line(f"  {inv['status']} {inv['address']}: {inv.get('error')}")
-            if review:
-                tr.write_line(
-                    "  cached results came from other inputs or code; rerun with "
-                    "--fxtr-cache-conflict=overwrite to replace them"
-                )
-        noticed = [i for i in invocations if i.get("warnings")]
-        if noticed:
-            tr.write_line("")
-            tr.write_line(
-                f"hermeticity: {len(noticed)} invocation(s) touched local state; e.g. "
-                f"{noticed[0]['address']}: {noticed[0]['warnings'][0]}"
-            )
-            if verbose > 0:
-                for inv in noticed[1:]:
-                    tr.write_line(f"  {inv['address']}: {'; '.join(inv['warnings'])}")
-        job_scores = [s for s in all_scores if s.job_id == job_id]
-        if job_scores:
-            tr.write_line("")
-            table = []
-            for s in job_scores:
-                ci = (
-                    f"[{s.mean - 1.96 * s.stderr:.3f}, {s.mean + 1.96 * s.stderr:.3f}]"
-                    if s.mean is not None and s.stderr is not None
-                    else "-"
-                )
-                table.append(
-                    [
-                        ", ".join(f"{k}={v}" for k, v in s.group.items()) or "(all)",
-                        "-" if s.mean is None else f"{s.mean:.3f}",
-                        "-" if s.stderr is None else f"±{s.stderr:.3f}",
-                        ci,
-                        s.n,
-                        s.missing,
-                        "-" if s.threshold is None else f"{s.threshold:g}",
-                        "-" if s.threshold is None else ("pass" if s.passed else "FAIL"),
-                    ]
-                )
-            tr.write_line(
-                tabulate(
-                    table,
-                    disable_numparse=True,
-                    headers=[
-                        "group",
-                        "mean",
-                        "stderr",
-                        "95% CI",
-                        "n",
-                        "missing",
-                        "threshold",
-                        "gate",
-                    ],
-                )
-            )
-        tr.write_line("")
-    failing = [s for s in all_scores if not s.passed]
-    for s in failing:
-        group = ", ".join(f"{k}={v}" for k, v in s.group.items()) or "all cases"
-        tr.write_line(
-            f"fxtr: score gate failed for {s.eval} ({group}): {s.why()} "
-            f"(mean={'-' if s.mean is None else f'{s.mean:.4g}'}, missing={s.missing}, "
-            f"threshold={s.threshold:g})",
-            red=True,
-            bold=True,
-        )
+    return "n/a" if value is None else format_usd(value)
 
 
-def _short(text: str | None, width: int) -> str:
+def short(text: str | None, width: int) -> str:
+    """One line of at most ``width`` characters."""
     text = (text or "").replace("\n", " ")
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def case_label(key: Any) -> str:
+    """A case key as the summary names it (``c1``; ``case=c1, lang=fr`` for several dims)."""
+    if isinstance(key, str):
+        try:
+            key = json.loads(key)
+        except ValueError:
+            return str(key)
+    if isinstance(key, (list, tuple)):
+        key = dict(key)
+    if isinstance(key, dict):
+        return ", ".join(str(v) for v in key.values()) if len(key) == 1 else describe(key)
+    return str(key)
+
+
+def describe(group: dict[str, Any]) -> str:
+    """A group as the summary names it: ``model=a`` (``all cases`` when empty)."""
+    return ", ".join(f"{k}={v}" for k, v in group.items()) or "all cases"
+
+
+# cost
+
+
+def cost_rows(invocations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Calls, tokens and dollars per model for this attempt, the judge labelled as judge.
+
+    A model whose price is unknown has ``usd`` ``None`` (shown ``n/a``).
+    """
+    rows: dict[str, dict[str, Any]] = {}
+    for inv in invocations:
+        roles: dict[str, set[str]] = defaultdict(set)
+        for call in inv.get("model_calls") or []:
+            roles[call.get("model")].add(call.get("role") or "subject")
+        for model, use in (inv.get("cost_by_model") or {}).items():
+            row = rows.setdefault(
+                model,
+                {
+                    "model": model,
+                    "roles": set(),
+                    "calls": 0,
+                    "input_tokens": 0,
+                    "output_tokens": 0,
+                    "usd": 0.0,
+                    "saved_usd": 0.0,
+                    "priced": True,
+                },
+            )
+            row["roles"] |= roles.get(model) or {"subject"}
+            if use.get("calls") and use.get("usd") is None:
+                row["priced"] = False
+            if inv.get("from_cache"):
+                row["saved_usd"] += use.get("usd") or 0.0
+                continue
+            row["calls"] += use.get("calls", 0)
+            row["input_tokens"] += use.get("input_tokens", 0)
+            row["output_tokens"] += use.get("output_tokens", 0)
+            row["usd"] += use.get("usd") or 0.0
+    for row in rows.values():
+        if not row["priced"]:
+            row["usd"] = row["saved_usd"] = None
+        row["role"] = (
+            "judge"
+            if row["roles"] == {"judge"}
+            else ("subject, judge" if len(row["roles"]) > 1 else "subject")
+        )
+    return sorted(rows.values(), key=lambda r: (r["role"] != "subject", r["model"]))
+
+
+def cost_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The total of the rows; dollars ``None`` when every model is unpriced."""
+    priced = [r for r in rows if r["usd"] is not None]
+    if not rows:
+        priced = [{"usd": 0.0, "saved_usd": 0.0}]
+    return {
+        "calls": sum(r["calls"] for r in rows),
+        "input_tokens": sum(r["input_tokens"] for r in rows),
+        "output_tokens": sum(r["output_tokens"] for r in rows),
+        "usd": sum(r["usd"] for r in priced) if priced else None,
+        "saved_usd": sum(r["saved_usd"] for r in priced) if priced else None,
+        "unpriced": sum(1 for r in rows if r["usd"] is None),
+    }
+
+
+def _total_usd(total: dict[str, Any], key: str = "usd") -> str:
+    text = usd(total[key])
+    return text + " + n/a" if total["unpriced"] and total[key] is not None else text
+
+
+def _model_label(row: dict[str, Any]) -> str:
+    return row["model"] if row["role"] == "subject" else f"{row['model']} ({row['role']})"
+
+
+# the terminal summary
+
+
+def render(
+    tr: Any, jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]], verbose: int
+) -> None:
+    """Write the ``fxtr summary`` section; failed gates and regressions come last."""
+    by_job = {e["job_id"]: e for e in evaluations if e.get("job_id")}
+    tr.section("fxtr summary", sep="=")
+    for job_id, info in jobs.items():
+        evaluation = by_job.get(job_id)
+        if verbose < 0:
+            tr.write_line(_one_line(job_id, info, evaluation))
+            continue
+        _job_block(tr, job_id, info, verbose)
+        if evaluation is not None:
+            _scores_block(tr, evaluation)
+        tr.write_line("")
+    for evaluation in evaluations:
+        if evaluation.get("job_id") not in jobs:
+            for note in evaluation["notes"]:
+                tr.write_line(f"fxtr: {evaluation['eval']}: {note}")
+    for line in failure_lines(evaluations):
+        tr.write_line(line, red=True, bold=True)
+
+
+def _one_line(job_id: str, info: dict[str, Any], evaluation: dict[str, Any] | None) -> str:
+    total = cost_total(cost_rows(info["invocations"]))
+    gate = "-"
+    if evaluation is not None and evaluation["groups"]:
+        gate = "gate passed" if evaluation["gate"]["passed"] else "gate failed"
+        if evaluation["gate"]["regressed"]:
+            gate += " (regressed)"
+    return (
+        f"fxtr: {job_id} · {info['record']['workflow']} · {info['attempt'].get('status')} · "
+        f"{_total_usd(total)} · {gate}"
+    )
+
+
+def _job_block(tr: Any, job_id: str, info: dict[str, Any], verbose: int) -> None:
+    from tabulate import tabulate
+
+    record, invocations, attempt = info["record"], info["invocations"], info["attempt"]
+    commit = ""
+    if record.get("commit"):
+        commit = f" · commit {record['commit'][:10]}" + (" (dirty)" if record.get("dirty") else "")
+    tr.write_line(
+        f"job {job_id} · {record['workflow']} · attempt {attempt.get('attempt')} · "
+        f"{attempt.get('status')}{commit}"
+    )
+    rows: dict[str, Counter[str]] = defaultdict(Counter)
+    seconds: dict[str, float] = defaultdict(float)
+    for inv in invocations:
+        row = rows[inv["step"]]
+        row[inv["status"]] += 1
+        row[
+            "cached" if inv.get("from_cache") else ("ran" if inv.get("started_at") else "not run")
+        ] += 1
+        if inv.get("started_at") and inv.get("ended_at") and not inv.get("from_cache"):
+            seconds[inv["step"]] += inv["ended_at"] - inv["started_at"]
+    table = [
+        [
+            short(step, 30),
+            sum(c[s] for s in ("succeeded", "failed", "skipped", "needs_review")),
+            c["succeeded"],
+            c["failed"],
+            c["skipped"],
+            c["needs_review"],
+            c["ran"],
+            c["cached"],
+            f"{seconds[step]:.2f}s",
+        ]
+        for step, c in sorted(rows.items())
+    ]
+    headers = ["step", "invocations", "ok", "failed", "skipped", "review", "ran", "cached", "time"]
+    tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
+    costs = cost_rows(invocations)
+    if costs:
+        tr.write_line("")
+        total = cost_total(costs)
+        table = [
+            [
+                short(_model_label(r), 40),
+                r["calls"],
+                r["input_tokens"],
+                r["output_tokens"],
+                usd(r["usd"]),
+                usd(r["saved_usd"]),
+            ]
+            for r in costs
+        ]
+        table.append(
+            [
+                "total",
+                total["calls"],
+                total["input_tokens"],
+                total["output_tokens"],
+                _total_usd(total),
+                _total_usd(total, "saved_usd"),
+            ]
+        )
+        headers = ["model", "calls", "in tokens", "out tokens", "cost", "saved by cache"]
+        tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
+    _failures_block(tr, invocations, verbose)
+    noticed = [i for i in invocations if i.get("warnings")]
+    if noticed:
+        tr.write_line("")
+        tr.write_line(f"hermeticity: {len(noticed)} invocation(s) touched local state; e.g.")
+        tr.write_line(short(f"  {noticed[0]['address']}: {noticed[0]['warnings'][0]}", WIDTH))
+        if verbose > 0:
+            for inv in noticed[1:]:
+                tr.write_line(short(f"  {inv['address']}: {'; '.join(inv['warnings'])}", WIDTH))
+
+
+def _failures_block(tr: Any, invocations: list[dict[str, Any]], verbose: int) -> None:
+    from tabulate import tabulate
+
+    failed = [i for i in invocations if i["status"] == "failed"]
+    review = [i for i in invocations if i["status"] == "needs_review"]
+    if not failed and not review:
+        return
+    tr.write_line("")
+    by_reason: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for inv in failed:
+        by_reason[inv.get("reason") or "unknown"].append(inv)
+    if review:
+        by_reason["needs_review"] = review
+    table = [
+        [reason, len(invs), short(invs[0]["address"], 40), short(invs[0].get("error"), 30)]
+        for reason, invs in sorted(by_reason.items())
+    ]
+    headers = ["reason", "count", "example", "error"]
+    tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
+    if verbose > 0:
+        for inv in failed + review:
+            tr.write_line(f"  {inv['status']} {inv['address']}: {inv.get('error')}")
+    if review:
+        tr.write_line(
+            "  cached results came from other inputs or code; rerun with "
+            "--fxtr-cache-conflict=overwrite to replace them"
+        )
+
+
+def _gate(g: dict[str, Any]) -> str:
+    if g.get("threshold") is None:
+        return "-"
+    return "pass" if g.get("passed") else "FAIL"
+
+
+def _scores_block(tr: Any, evaluation: dict[str, Any]) -> None:
+    from tabulate import tabulate
+
+    groups = evaluation["groups"]
+    if groups:
+        tr.write_line("")
+        table = [
+            [
+                short(describe(g["group"]), 30),
+                num(g.get("mean")),
+                interval(g.get("low"), g.get("high")),
+                g.get("interval") or "-",
+                g.get("n"),
+                g.get("missing"),
+                num(g.get("threshold")),
+                _gate(g),
+            ]
+            for g in groups
+        ]
+        headers = ["group", "mean", "95% CI", "interval", "n", "missing", "threshold", "gate"]
+        tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
+    for line in pass_at_lines(groups) + flaky_lines(groups):
+        tr.write_line(line)
+    compared = [g for g in groups if g.get("baseline")]
+    if compared:
+        tr.write_line("")
+        tr.write_line(short(f"baseline: job {compared[0]['baseline'].get('job_id')}", WIDTH))
+        table = [
+            [
+                short(describe(g["group"]), 14),
+                num(b.get("mean")),
+                num(g.get("mean")),
+                _signed(b.get("delta")),
+                interval(b.get("low"), b.get("high")),
+                b.get("n_paired"),
+                _flips(b),
+                num(b.get("mde")),
+                b.get("verdict"),
+            ]
+            for g in compared
+            for b in [g["baseline"]]
+        ]
+        headers = ["group", "base", "this", "diff", "95% CI", "n", "flips", "mde", "verdict"]
+        tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
+        for line in flipped_lines(compared):
+            tr.write_line(line)
+    for note in evaluation["notes"]:
+        tr.write_line(short(f"fxtr: {note}", WIDTH))
+
+
+def _signed(value: float | None) -> str:
+    return "-" if value is None else f"{value:+.3f}"
+
+
+def _flips(b: dict[str, Any]) -> str:
+    flipped = b.get("flipped") or {}
+    return f"-{len(flipped.get('to_fail') or [])}/+{len(flipped.get('to_pass') or [])}"
+
+
+def _names(keys: list[Any], room: int) -> str:
+    text = ", ".join(case_label(k) for k in keys)
+    return short(text, room)
+
+
+def flaky_lines(groups: list[dict[str, Any]]) -> list[str]:
+    """One line per group with flaky cases: how many, and the first names."""
+    lines = []
+    for g in groups:
+        cases = g.get("cases") or {}
+        flaky = g.get("flaky") or [k for k, c in cases.items() if c.get("verdict") == "flaky"]
+        if flaky:
+            head = f"flaky ({describe(g['group'])}): {len(flaky)} of {len(cases)}: "
+            lines.append(short(head + _names(flaky, WIDTH - len(head)), WIDTH))
+    return lines
+
+
+def flipped_lines(groups: list[dict[str, Any]]) -> list[str]:
+    """The cases that flipped against the baseline, per group."""
+    lines = []
+    for g in groups:
+        flipped = g["baseline"].get("flipped") or {}
+        for direction, field in (("to fail", "to_fail"), ("to pass", "to_pass")):
+            keys = flipped.get(field)
+            if keys:
+                head = f"flipped {direction} ({describe(g['group'])}): "
+                lines.append(short(head + _names(keys, WIDTH - len(head)), WIDTH))
+    return lines
+
+
+PASS_AT_SHOWN = 4
+"""pass@k and pass^k are shown for this many values of k (the report has every k)."""
+
+
+def pass_at_lines(groups: list[dict[str, Any]]) -> list[str]:
+    """``pass@k`` and ``pass^k`` per group, for k = 1, the largest k and a few between."""
+    lines = []
+    for g in groups:
+        at = g.get("pass_at") or {}
+        hat = g.get("pass_hat") or {}
+        if not at:
+            continue
+        ks = sorted(int(k) for k in at)
+        last = len(ks) - 1
+        shown = sorted({ks[i * last // (PASS_AT_SHOWN - 1)] for i in range(PASS_AT_SHOWN)})
+        parts = []
+        for k in shown:
+            a = at.get(k, at.get(str(k))) or {}
+            part = f"@{k} {num(a.get('value'))}"
+            h = hat.get(k, hat.get(str(k)))
+            if h:
+                part += f" ^{num(h.get('value'))}"
+            parts.append(part)
+        lines.append(short(f"pass@k, pass^k ({describe(g['group'])}): " + "  ".join(parts), WIDTH))
+    return lines
+
+
+def failure_lines(evaluations: list[dict[str, Any]]) -> list[str]:
+    """Why the run fails on scores: every missed gate and every regression, one line each."""
+    lines = []
+    for e in evaluations:
+        for g in e["groups"]:
+            if g.get("passed") is False:
+                lines.append(
+                    f"fxtr: score gate failed for {e['eval']} ({describe(g['group'])}): "
+                    f"{_why(g)}; 95% CI {interval(g.get('low'), g.get('high'))}, "
+                    f"n={g.get('n')}, missing={g.get('missing')}"
+                )
+        for g in e["groups"]:
+            b = g.get("baseline") or {}
+            if b.get("verdict") == "regressed":
+                lines.append(
+                    f"fxtr: regression in {e['eval']} ({describe(g['group'])}): "
+                    f"{num(b.get('mean'))} -> {num(g.get('mean'))}, "
+                    f"diff {_signed(b.get('delta'))}, "
+                    f"95% CI {interval(b.get('low'), b.get('high'))}, "
+                    f"{b.get('n_paired')} paired cases, vs job {b.get('job_id')}"
+                )
+    return lines
+
+
+def _why(g: dict[str, Any]) -> str:
+    parts = [f"{g['missing']} case(s) missing"] if g.get("missing") else []
+    mean, threshold = g.get("mean"), g.get("threshold")
+    if mean is None:
+        parts.append(f"no value (threshold {num(threshold)})")
+    elif threshold is not None and mean < threshold:
+        parts.append(f"mean {num(mean)} < threshold {num(threshold)}")
+    else:
+        parts.append(f"mean {num(mean)}, threshold {num(threshold)}")
+    return ", ".join(parts)
+
+
+# Markdown
+
+
+def markdown(jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]]) -> str:
+    """The summary as Markdown (GitHub's job summary).
+
+    Per eval: its gate, score groups, baseline differences, flaky cases and cost.
+    """
+    out = ["## fxtr summary", ""]
+    for e in evaluations:
+        info = jobs.get(e.get("job_id") or "")
+        gate = "passed" if e["gate"]["passed"] else "**failed**"
+        out.append(f"### `{e['eval']}` ({e['workflow']}): gate {gate}")
+        out.append("")
+        if info is not None:
+            out.append(
+                f"job `{e['job_id']}`, attempt {info['attempt'].get('attempt')}, "
+                f"{info['attempt'].get('status')}"
+            )
+            out.append("")
+        if e["groups"]:
+            out.append("| group | mean | 95% CI | interval | n | missing | threshold | gate |")
+            out.append("|---|---:|---|---|---:|---:|---:|---|")
+            for g in e["groups"]:
+                out.append(
+                    f"| {_md(describe(g['group']))} | {num(g.get('mean'))} | "
+                    f"{interval(g.get('low'), g.get('high'))} | {g.get('interval') or '-'} | "
+                    f"{g.get('n')} | {g.get('missing')} | {num(g.get('threshold'))} | "
+                    f"{_gate(g)} |"
+                )
+            out.append("")
+        compared = [g for g in e["groups"] if g.get("baseline")]
+        if compared:
+            out.append(f"Baseline: job `{compared[0]['baseline'].get('job_id')}`")
+            out.append("")
+            out.append(
+                "| group | baseline | this run | diff | 95% CI | paired | flipped | MDE | verdict |"
+            )
+            out.append("|---|---:|---:|---:|---|---:|---|---:|---|")
+            for g in compared:
+                b = g["baseline"]
+                out.append(
+                    f"| {_md(describe(g['group']))} | {num(b.get('mean'))} | "
+                    f"{num(g.get('mean'))} | {_signed(b.get('delta'))} | "
+                    f"{interval(b.get('low'), b.get('high'))} | {b.get('n_paired')} | "
+                    f"{_flips(b)} | {num(b.get('mde'))} | {b.get('verdict')} |"
+                )
+            out.append("")
+        for line in pass_at_lines(e["groups"]) + flaky_lines(e["groups"]):
+            out.append(f"- {_md(line)}")
+        if compared:
+            for line in flipped_lines(compared):
+                out.append(f"- {_md(line)}")
+        for note in e["notes"]:
+            out.append(f"- {_md(note)}")
+        if info is not None:
+            costs = cost_rows(info["invocations"])
+            if costs:
+                out.append("")
+                out.append(
+                    "| model | role | calls | input tokens | output tokens | cost | "
+                    "saved by cache |"
+                )
+                out.append("|---|---|---:|---:|---:|---:|---:|")
+                for r in costs:
+                    out.append(
+                        f"| {_md(r['model'])} | {r['role']} | {r['calls']} | "
+                        f"{r['input_tokens']} | {r['output_tokens']} | {usd(r['usd'])} | "
+                        f"{usd(r['saved_usd'])} |"
+                    )
+        out.append("")
+    failures = failure_lines(evaluations)
+    if failures:
+        out.extend(f"**{_md(line)}**" for line in failures)
+        out.append("")
+    return "\n".join(out)
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def write_markdown(
+    path: Path | None, jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]]
+) -> None:
+    """Write the Markdown summary to ``path`` and append it to ``$GITHUB_STEP_SUMMARY``."""
+    if path is None and not os.environ.get("GITHUB_STEP_SUMMARY"):
+        return
+    text = markdown(jobs, evaluations)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
+    if step_summary:
+        with open(step_summary, "a", encoding="utf-8") as f:
+            f.write(text)

@@ -30,8 +30,11 @@ class State:
     evals: dict[str, Any] = dataclasses.field(default_factory=dict)
     payloads: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     header_done: bool = False
-    scores: list[Any] = dataclasses.field(default_factory=list)
     jobs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    baselines: dict[str, Any] = dataclasses.field(default_factory=dict)
+    """Per eval, its ``Baseline`` (or why there is none), found before the jobs run."""
+    evaluations: list[Any] = dataclasses.field(default_factory=list)
+    """The gated evaluations, one per eval (built at the end, on the controller)."""
     loop: Any = None
     """The event loop the run's jobs share (started with the first eval)."""
 
@@ -53,8 +56,9 @@ def pytest_configure(config: pytest.Config) -> None:
     """Resolve the settings once and register the marker."""
     config.addinivalue_line(
         "markers",
-        "fxtr(workflow, dims=None, inputs=None, threshold=None): run the test's parametrized "
-        "cases as one fxtr job of `workflow`; each item gets its slice as the `result` fixture.",
+        "fxtr(workflow, dims=None, inputs=None, threshold=None, cluster=None): run the test's "
+        "parametrized cases as one fxtr job of `workflow`; each item gets its slice as the "
+        "`result` fixture.",
     )
     workerinput = getattr(config, "workerinput", None)
     run_id = workerinput.get("fxtr_run_id") if workerinput else None
@@ -83,7 +87,7 @@ def _header(config: pytest.Config, state: State) -> None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Group the selected items (after -k, -m, --lf) by eval; validate the markers."""
-    from pytest_fxtr._evals import MARKER, parse_marker
+    from pytest_fxtr._evals import MARKER, cluster_labels, item_keys, parse_marker
 
     state = session.config.stash[STATE]
     for item in session.items:
@@ -94,8 +98,41 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         if ev is None:
             ev = state.evals[nodeid] = parse_marker(item)
         ev.items.append(item)
-    if state.evals and not state.worker:
-        _header(session.config, state)
+    for ev in state.evals.values():
+        for item in ev.items:
+            item_keys(ev, item)
+        if ev.cluster:
+            ev.clusters = cluster_labels(ev)
+    if state.evals:
+        _check_store(state)
+        if not state.worker:
+            _header(session.config, state)
+            _resolve_baselines(state)
+
+
+def _check_store(state: State) -> None:
+    """Open the store once before any job: one clear usage error when it is not a store."""
+    from fxtr.store import open_store
+
+    try:
+        open_store(state.settings.store)
+    except Exception as exc:
+        msg = f"fxtr cannot open its store {state.settings.store}: {exc}"
+        raise pytest.UsageError(msg) from None
+
+
+def _resolve_baselines(state: State) -> None:
+    """Find each eval's baseline (``--fxtr-baseline``) before anything runs."""
+    if not state.settings.baseline:
+        return
+    from fxtr.store import open_store
+    from pytest_fxtr._gates import find_baseline
+
+    store = open_store(state.settings.store)
+    for nodeid in state.evals:
+        state.baselines[nodeid] = find_baseline(
+            store, state.settings.baseline, nodeid, state.run_id, state.settings.here
+        )
 
 
 def _progress(config: pytest.Config, state: State, ev: Any) -> Any:
@@ -146,16 +183,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         )
         item.stash[_RESULT] = None
         item.user_properties.extend(
-            item_properties(ev, item, [], "job error", state.settings.fail_under)
+            item_properties(ev, item, "job error", state.settings.fail_under)
         )
         return
-    value, cells, failure = slice_for(ev, item)
+    value, _cells, failure = slice_for(ev, item)
     item.stash[_RESULT] = value
     if failure is not None:
         item.stash[_FAILURE] = failure
-    item.user_properties.extend(
-        item_properties(ev, item, cells, failure, state.settings.fail_under)
-    )
+    item.user_properties.extend(item_properties(ev, item, failure, state.settings.fail_under))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -164,6 +199,17 @@ def pytest_runtest_call(item: pytest.Item) -> None:
     failure = item.stash.get(_FAILURE, None)
     if failure is not None:
         pytest.fail(failure, pytrace=False)
+
+
+def pytest_make_parametrize_id(config: pytest.Config, val: object, argname: str) -> str | None:
+    """Entities name themselves in node ids: a ``Case`` by its id, a ``Model`` by its name.
+
+    Any value whose type has a callable ``__fxtr_id__`` gets the id that method returns.
+    """
+    make_id = getattr(type(val), "__fxtr_id__", None)
+    if callable(make_id):
+        return str(make_id(val))
+    return None
 
 
 @pytest.fixture
@@ -190,14 +236,14 @@ class _Reports:
         state = self.config.stash[STATE]
         for name, value in report.user_properties:
             if name == "fxtr":
-                state.payloads.append(json.loads(value))
+                state.payloads.append(json.loads(str(value)))
                 if not state.worker:
                     _header(self.config, state)
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Score, gate, read the jobs from the store and write the report (controller only)."""
+    """Score, compare, gate, record the outcome and write the report (controller only)."""
     state = session.config.stash[STATE]
     if state.loop is not None:
         state.loop.close()
@@ -205,19 +251,26 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state.worker or not state.payloads:
         return
     from fxtr.store import open_store
-    from pytest_fxtr._summary import job_summary, report_json, scores, write_report
+    from pytest_fxtr._gates import evaluate, merge_payloads, store_evaluation
+    from pytest_fxtr._summary import job_summary, report_json, write_markdown, write_report
 
-    state.scores = scores(state.payloads)
-    store = open_store(state.settings.store)
+    settings = state.settings
+    store = open_store(settings.store)
+    for nodeid, payload in merge_payloads(state.payloads).items():
+        evaluation = evaluate(payload, state.baselines.get(nodeid), settings.baseline_margin)
+        state.evaluations.append(evaluation)
+        store_evaluation(store, evaluation)
     for job_id in dict.fromkeys(p["job_id"] for p in state.payloads if p["job_id"]):
         try:
             state.jobs[job_id] = job_summary(store, job_id)
         except KeyError:
             continue
-    if state.settings.report is not None:
-        write_report(state.settings.report, report_json(state.jobs, state.scores))
+    if settings.report is not None:
+        write_report(settings.report, report_json(state.jobs, state.evaluations))
+    write_markdown(settings.markdown, state.jobs, state.evaluations)
     _junit_properties(session.config, state)
-    if any(not s.passed for s in state.scores) and session.exitstatus == pytest.ExitCode.OK:
+    failed = any(not e["gate"]["passed"] for e in state.evaluations)
+    if failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
@@ -229,12 +282,15 @@ def _junit_properties(config: pytest.Config, state: State) -> None:
     xml = config.stash.get(xml_key, None)
     if xml is None:
         return
-    for s in state.scores:
-        group = ",".join(f"{k}={v}" for k, v in s.group.items()) or "all"
-        xml.add_global_property(
-            f"fxtr:{s.eval}:{group}:mean", "" if s.mean is None else f"{s.mean:.6g}"
-        )
-        xml.add_global_property(f"fxtr:{s.eval}:{group}:passed", str(s.passed).lower())
+    from pytest_fxtr._gates import describe
+
+    for evaluation in state.evaluations:
+        for g in evaluation["groups"]:
+            group = describe(g["group"]).replace(", ", ",") if g["group"] else "all"
+            mean = g.get("mean")
+            prefix = f"fxtr:{evaluation['eval']}:{group}"
+            xml.add_global_property(f"{prefix}:mean", "" if mean is None else f"{mean:.6g}")
+            xml.add_global_property(f"{prefix}:passed", str(g.get("passed") is not False).lower())
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -244,4 +300,4 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from pytest_fxtr._summary import render
 
-    render(terminalreporter, state.jobs, state.scores, config.getoption("verbose"))
+    render(terminalreporter, state.jobs, state.evaluations, config.getoption("verbose"))

@@ -77,8 +77,8 @@ def test_hermeticity_notices_are_in_the_summary(pytester):
     result = pytester.runpytest("--fxtr-report", "r.json")
     result.stdout.fnmatch_lines(
         [
-            "hermeticity: 6 invocation(s) touched local state; e.g. "
-            "demo.evaluate/score*: wrote file *runs.txt*"
+            "hermeticity: 6 invocation(s) touched local state; e.g.",
+            "  test_demo::test_demo/score*: wrote file *",
         ]
     )
     invocations = json.loads((pytester.path / "r.json").read_text())["jobs"][0]["invocations"]
@@ -98,8 +98,8 @@ def test_one_job_runs_every_case_and_items_get_their_slice(pytester):
             "job * · demo.evaluate · attempt 1 · succeeded*",
             "step*invocations*ok*failed*skipped*review*ran*cached*time",
             "demo.score*6*6*0*0*0*6*0*",
-            "group*mean*stderr*95% CI*n*missing*threshold*gate",
-            "model=small*0.500*3*0*",
+            "group*mean*95% CI*interval*n*missing*threshold*gate",
+            "model=small*0.500*[[]*[]]*t*3*0*",
         ]
     )
     assert (pytester.path / ".fxtr" / "cache").is_dir()
@@ -120,11 +120,11 @@ def test_k_narrows_the_job(pytester):
     write_eval(pytester)
     result = pytester.runpytest("-k", "q1 and small", "--fxtr-report", "out/report.json")
     result.assert_outcomes(passed=1)
-    assert runs(pytester) == ["demo.evaluate/score[model=small,case=q1]"]
+    assert runs(pytester) == ["test_demo::test_demo/score[model=small,case=q1]"]
     report = json.loads((pytester.path / "out" / "report.json").read_text())
     (job,) = report["jobs"]
     assert [i["address"] for i in job["invocations"]] == [
-        "demo.evaluate/score[model=small,case=q1]"
+        "test_demo::test_demo/score[model=small,case=q1]"
     ]
 
 
@@ -136,10 +136,10 @@ def test_failed_step_fails_its_item_with_reason_and_resume_reruns_only_it(pytest
     result.assert_outcomes(passed=4, failed=2)
     result.stdout.fnmatch_lines(
         [
-            "*failed [[]tool_error[]]: step 'demo.score' at demo.evaluate/score[[]model=small,case=q2[]]: "
+            "*failed [[]tool_error[]]: step 'demo.score' at test_demo::test_demo/score[[]model=small,case=q2[]]: "
             "ConnectionError: provider down for q2*",
             "reason*count*example*error",
-            "tool_error*2*demo.evaluate/score*ConnectionError*",
+            "tool_error*2*test_demo::test_demo/score*ConnectionError*",
         ]
     )
     assert "Traceback" not in result.stdout.str()
@@ -150,8 +150,8 @@ def test_failed_step_fails_its_item_with_reason_and_resume_reruns_only_it(pytest
     result = pytester.runpytest("--fxtr-resume", "--fxtr-report", "r2.json")
     result.assert_outcomes(passed=6)
     assert sorted(runs(pytester)) == [
-        "demo.evaluate/score[model=large,case=q2]",
-        "demo.evaluate/score[model=small,case=q2]",
+        "test_demo::test_demo/score[model=large,case=q2]",
+        "test_demo::test_demo/score[model=small,case=q2]",
     ]
     second = json.loads((pytester.path / "r2.json").read_text())["jobs"][0]
     assert second["job_id"] == first["job_id"] and second["attempt"] == 2
@@ -167,9 +167,9 @@ def test_gate_fails_the_run_even_when_every_item_passes(pytester):
     assert result.ret == 1
     result.stdout.fnmatch_lines(
         [
-            "model=small*0.500*±0.289*3*0*0.6*FAIL",
+            "model=small*0.500*[[]*[]]*t*3*0*0.600*FAIL",
             "fxtr: score gate failed for test_demo.py::test_demo (model=small): "
-            "mean 0.5 < threshold 0.6*",
+            "mean 0.500 < threshold 0.600*",
         ]
     )
 
@@ -179,7 +179,7 @@ def test_gate_passes_when_means_reach_the_threshold(pytester):
     write_eval(pytester, bonus=0.5, threshold=0.9)
     result = pytester.runpytest()
     assert result.ret == 0
-    result.stdout.fnmatch_lines(["model=small*1.000*0.9*pass"])
+    result.stdout.fnmatch_lines(["model=small*1.000*0.900*pass"])
 
 
 def test_missing_cases_fail_the_gate(pytester, monkeypatch):
@@ -333,8 +333,8 @@ def test_verbose_summary_lists_every_failure(pytester, monkeypatch):
     result = pytester.runpytest("-v")
     result.stdout.fnmatch_lines(
         [
-            "  failed demo.evaluate/score[[]model=small,case=q1[]]: ConnectionError*",
-            "  failed demo.evaluate/score[[]model=large,case=q1[]]: ConnectionError*",
+            "  failed test_demo::test_demo/score[[]model=small,case=q1[]]: ConnectionError*",
+            "  failed test_demo::test_demo/score[[]model=large,case=q1[]]: ConnectionError*",
         ]
     )
 
@@ -394,8 +394,8 @@ def test_last_failed_narrows_the_job(pytester, monkeypatch):
     result.assert_outcomes(passed=2)
     (job,) = json.loads((pytester.path / "r.json").read_text())["jobs"]
     assert sorted(i["address"] for i in job["invocations"]) == [
-        "demo.evaluate/score[model=large,case=q3]",
-        "demo.evaluate/score[model=small,case=q3]",
+        "test_demo::test_demo/score[model=large,case=q3]",
+        "test_demo::test_demo/score[model=small,case=q3]",
     ]
 
 
@@ -491,6 +491,6 @@ def test_xdist_resume_continues_the_job(pytester, monkeypatch):
     two = json.loads((pytester.path / "r2.json").read_text())["jobs"][0]
     assert two["job_id"] == one["job_id"] and two["attempt"] == 2
     assert sorted(set(runs(pytester))) == [
-        "demo.evaluate/score[model=large,case=q2]",
-        "demo.evaluate/score[model=small,case=q2]",
+        "test_demo::test_demo/score[model=large,case=q2]",
+        "test_demo::test_demo/score[model=small,case=q2]",
     ]

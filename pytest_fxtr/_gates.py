@@ -1,0 +1,192 @@
+"""Gates and baselines: each eval's cells scored per group, compared, and judged.
+
+The statistics are ``fxtr.scores``'s (DESIGN §7, §8); this module gathers the cells the
+items reported, finds each eval's baseline (a stored job or a report file), and records the
+outcome in the job's record as its ``evaluation`` (interfaces.md).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+LATEST = "latest"
+
+
+@dataclasses.dataclass
+class Baseline:
+    """The earlier run an eval is compared with, or why there is none."""
+
+    job_id: str | None
+    source: str | None
+    """``store`` or ``report``."""
+    cells: list[dict[str, Any]] | None
+    note: str | None = None
+    """Why the eval has no baseline (said in the summary; the run does not fail for it)."""
+
+
+def find_baseline(store: Any, ref: str, eval_key: str, run_id: str, here: Path) -> Baseline:
+    """The baseline of one eval: ``ref`` is a job id, a unique prefix, ``latest`` or a path.
+
+    Raises:
+        pytest.UsageError: the job or the file does not exist, a prefix is ambiguous, the
+            job or the file has no cells to compare with.
+    """
+    path = here / ref
+    if ref.endswith(".json") or (ref != LATEST and path.is_file()):
+        return _from_report(path, ref, eval_key)
+    from fxtr.report import resolve_job
+
+    try:
+        job_id = resolve_job(store, ref, eval_key=eval_key if ref == LATEST else None)
+    except KeyError as exc:
+        if ref == LATEST:
+            return Baseline(None, None, None, note=f"no earlier job of {eval_key} in the store")
+        msg = f"--fxtr-baseline {ref}: {exc.args[0]}"
+        raise pytest.UsageError(msg) from None
+    if job_id.startswith(f"{run_id}-"):
+        return Baseline(None, None, None, note="the newest job of this eval is this run's")
+    evaluation = store.get_job(job_id).get("evaluation")
+    if not evaluation or not evaluation.get("cells"):
+        msg = (
+            f"--fxtr-baseline {ref}: job {job_id} has no evaluation to compare with (it was "
+            "not run by pytest as an fxtr eval, or had no numeric scores). Name a job that "
+            "`fxtr jobs` lists with an eval."
+        )
+        raise pytest.UsageError(msg)
+    if evaluation.get("eval") != eval_key:
+        note = f"baseline job {job_id} is of eval {evaluation.get('eval')}, not this one"
+        return Baseline(None, None, None, note=note)
+    return Baseline(job_id, "store", evaluation["cells"])
+
+
+def _from_report(path: Path, ref: str, eval_key: str) -> Baseline:
+    try:
+        document = json.loads(path.read_text())
+    except FileNotFoundError:
+        msg = f"--fxtr-baseline {ref}: no such file {path}; give a --fxtr-report JSON file."
+        raise pytest.UsageError(msg) from None
+    except (OSError, ValueError) as exc:
+        msg = f"--fxtr-baseline {ref}: {path} is not a --fxtr-report JSON file ({exc})."
+        raise pytest.UsageError(msg) from None
+    jobs = document.get("jobs") if isinstance(document, dict) else None
+    if not isinstance(jobs, list):
+        msg = f'--fxtr-baseline {ref}: {path} has no "jobs" list; give a --fxtr-report file.'
+        raise pytest.UsageError(msg)
+    for job in jobs:
+        if isinstance(job, dict) and job.get("eval") == eval_key and job.get("cells"):
+            return Baseline(str(job.get("job_id")), "report", job["cells"])
+    return Baseline(None, None, None, note=f"{path.name} has no job of {eval_key}")
+
+
+def _key(mapping: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    return tuple(sorted(mapping.items()))
+
+
+def evaluate(payload: dict[str, Any], baseline: Baseline | None, margin: float) -> dict[str, Any]:
+    """Score one eval's cells per group, compare them with the baseline, and gate.
+
+    Returns:
+        The ``evaluation`` record (interfaces.md) plus ``threshold`` and ``notes``.
+    """
+    from fxtr import scores
+
+    cells = payload["cells"]
+    threshold = payload.get("threshold")
+    labels = {_key(case): label for case, label in payload.get("clusters") or []}
+    groups: list[dict[str, Any]] = []
+    notes: list[str] = []
+    if payload.get("numeric", True):
+        for group_key, cases in scores.case_scores(cells).items():
+            clusters = {c: labels[c] for c in cases if c in labels} if labels else None
+            stats = dict(scores.group_statistics(cases, threshold=threshold, clusters=clusters))
+            stats["group"] = dict(group_key)
+            groups.append(stats)
+    base: dict[str, Any] | None = None
+    if baseline is not None and baseline.cells is not None:
+        if baseline.job_id == payload.get("job_id"):
+            notes.append(f"baseline job {baseline.job_id} is this job; nothing compared")
+        else:
+            base = {"job_id": baseline.job_id, "source": baseline.source}
+            by_group = {_key(g["group"]): g for g in groups}
+            compared = scores.compare(
+                baseline.cells, cells, margin=margin, threshold=threshold, clusters=clusters
+            )
+            for comparison in compared:
+                comparison = dict(comparison)
+                comparison["job_id"] = baseline.job_id
+                target = by_group.get(_key(comparison.get("group") or {}))
+                if target is not None:
+                    target["baseline"] = comparison
+    elif baseline is not None and baseline.note:
+        notes.append(f"no baseline: {baseline.note}")
+    failed = [describe(g["group"]) for g in groups if g.get("passed") is False]
+    regressed = [
+        describe(g["group"])
+        for g in groups
+        if (g.get("baseline") or {}).get("verdict") == "regressed"
+    ]
+    return {
+        "eval": payload["eval"],
+        "workflow": payload["workflow"],
+        "case_dims": payload["case_dims"],
+        "group_dims": payload["group_dims"],
+        "sample_dim": payload["sample_dim"],
+        "cells": cells,
+        "groups": groups,
+        "gate": {"passed": not failed and not regressed, "failed": failed, "regressed": regressed},
+        "baseline": base,
+        "job_id": payload.get("job_id"),
+        "threshold": threshold,
+        "notes": notes,
+    }
+
+
+def describe(group: dict[str, Any]) -> str:
+    """A group as the summary names it: ``model=a, judge=b`` (``all cases`` when empty)."""
+    return ", ".join(f"{k}={v}" for k, v in group.items()) or "all cases"
+
+
+RECORD_KEYS = (
+    "eval",
+    "workflow",
+    "case_dims",
+    "group_dims",
+    "sample_dim",
+    "cells",
+    "groups",
+    "gate",
+    "baseline",
+)
+
+
+def store_evaluation(store: Any, evaluation: dict[str, Any]) -> None:
+    """Keep the gate's outcome in the job record (``fxtr jobs`` shows ``gate failed``)."""
+    job_id = evaluation.get("job_id")
+    if not job_id or not store.has_job(job_id):
+        return
+    fields = {"evaluation": {k: evaluation[k] for k in RECORD_KEYS}}
+    update = getattr(store, "update_job", None)
+    if update is not None:
+        update(job_id, **fields)
+        return
+    record = store.get_job(job_id)
+    record.update(fields)
+    store.put_job(record)
+
+
+def merge_payloads(payloads: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """One evaluation payload per eval: the first that carries a job (xdist: every worker)."""
+    out: dict[str, dict[str, Any]] = {}
+    for p in payloads:
+        evaluation = p.get("evaluation")
+        if evaluation is None:
+            continue
+        held = out.get(p["eval"])
+        if held is None or (held.get("job_id") is None and evaluation.get("job_id")):
+            out[p["eval"]] = evaluation
+    return out
