@@ -108,7 +108,7 @@ def _jsonl_rows(path: Path, text: str) -> Iterator[Row]:
             raise CaseFileError(
                 path,
                 number,
-                f"not a JSON object ({exc.msg} at column {exc.colno})",
+                f"not a JSON object ({exc.msg}: column {exc.colno})",
                 "Each line of a .jsonl file is one JSON object: fix this line or delete it",
             ) from None
 
@@ -120,7 +120,7 @@ def _json_rows(path: Path, text: str) -> Iterator[Row]:
         raise CaseFileError(
             path,
             exc.lineno,
-            f"not valid JSON ({exc.msg} at column {exc.colno})",
+            f"not valid JSON ({exc.msg}: column {exc.colno})",
             "A .json dataset is one JSON list of objects: fix the syntax there",
         ) from None
     if isinstance(data, dict) and isinstance(data.get("cases"), list):
