@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from fxtr.experiment import _hermetic as hermetic
 from fxtr.experiment._array import Array, align_keys
-from fxtr.experiment._engine import Node, Value, format_key
 from fxtr.experiment._entity import BoundID, Entity
+from fxtr.experiment._graph import Node, Value, format_key
 from fxtr.experiment._handle import ArrayHandle, make_handle
 from fxtr.experiment._types import Dim
 from fxtr.tracing._recorder import current_invocation

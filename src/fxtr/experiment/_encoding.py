@@ -18,7 +18,13 @@ import json
 from typing import Any
 
 from fxtr.experiment._array import Array
-from fxtr.experiment._entity import BoundID, Entity, entity_type_key, lookup_entity_type
+from fxtr.experiment._entity import (
+    BoundID,
+    Entity,
+    entity_type_key,
+    install_content_hash,
+    lookup_entity_type,
+)
 from fxtr.experiment._types import KEY_TYPES, Dim
 
 SCHEMA = "fxtr1"
@@ -161,3 +167,6 @@ def decode_text(text: str) -> Any:
 
 
 _NUMBER_START = frozenset("-0123456789")
+
+
+install_content_hash(fingerprint)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import typing
+from collections.abc import Callable
 from typing import Any, ClassVar, Generic, TypeVar, dataclass_transform
+
+from fxtr.experiment._types import register_entity_classes, value_type_problem
 
 E = TypeVar("E", bound="Entity")
 
@@ -73,8 +76,6 @@ class Entity:
 
 
 def _check_field_types(cls: type[Entity]) -> None:
-    from fxtr.experiment._types import value_type_problem
-
     try:
         hints = cls.field_types()
     except NameError:
@@ -132,6 +133,21 @@ class BoundID(Generic[E]):
     @classmethod
     def of(cls, entity: E) -> BoundID[E]:
         """The reference an entity gets when stored (its content hash)."""
-        from fxtr.experiment._encoding import fingerprint
+        if _content_hash is None:  # pragma: no cover - _encoding is imported with the package
+            msg = "fxtr.experiment._encoding is not loaded; import fxtr.experiment first."
+            raise RuntimeError(msg)
+        return cls(_content_hash(entity), type(entity))
 
-        return cls(fingerprint(entity), type(entity))
+
+_content_hash: Callable[[Any], str] | None = None
+"""The canonical fingerprint of a value, installed by ``_encoding`` (which imports this
+module; this module never imports it)."""
+
+
+def install_content_hash(fn: Callable[[Any], str]) -> None:
+    """Called once by ``_encoding``: how ``BoundID.of`` hashes an entity."""
+    global _content_hash
+    _content_hash = fn
+
+
+register_entity_classes(Entity, BoundID)

@@ -8,7 +8,7 @@ from fxtr.experiment._types import Dim, format_dims, type_name
 
 if TYPE_CHECKING:
     from fxtr.experiment._array import Array
-    from fxtr.experiment._engine import Node
+    from fxtr.experiment._graph import Node
 
 T = TypeVar("T")
 
@@ -110,7 +110,7 @@ class FieldQuery:
         Raises:
             SignatureError: a field does not exist on the value type.
         """
-        from fxtr.experiment._engine import field_node
+        from fxtr.experiment._graph import field_node
 
         node = field_node(self._handle._node, self._path)
         return make_handle(node)

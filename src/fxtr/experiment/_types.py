@@ -79,16 +79,26 @@ def _is_union(tp: Any) -> bool:
     return origin is Union or origin is types.UnionType
 
 
-def _entity_base() -> type:
-    from fxtr.experiment._entity import Entity
+_ENTITY_CLASSES: dict[str, type] = {}
+"""``Entity`` and ``BoundID``, registered by ``_entity`` when it is imported (it imports this
+module, never the other way round); before that no entity type exists to be recognized."""
 
-    return Entity
+
+def register_entity_classes(entity: type, bound_id: type) -> None:
+    """Called once by ``_entity``: the classes ``is_entity_type`` and ``bound_target`` know."""
+    _ENTITY_CLASSES.update(entity=entity, bound_id=bound_id)
+
+
+def _entity_base() -> type:
+    return _ENTITY_CLASSES.get("entity", _NoEntity)
 
 
 def _bound_id() -> type:
-    from fxtr.experiment._entity import BoundID
+    return _ENTITY_CLASSES.get("bound_id", _NoEntity)
 
-    return BoundID
+
+class _NoEntity:
+    """Stands for the entity classes before ``_entity`` registered them (nothing matches)."""
 
 
 def is_entity_type(tp: Any) -> bool:

@@ -51,6 +51,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(msg) from exc
 
 import fxtr
+from fxtr.experiment import executors
 from fxtr.experiment._encoding import decode_text, encode_text
 from fxtr.experiment._entity import Entity
 from fxtr.experiment.errors import FxtrError
@@ -125,9 +126,7 @@ class _RemoteContext:
 
 
 def _source_hash_of(fn: Any) -> str:
-    from fxtr.experiment._definition import _normalized_source_hash
-
-    return _normalized_source_hash(fn)
+    return executors.source_hash(fn)
 
 
 _RESOLVED: dict[tuple[str, str, str], Any] = {}
@@ -351,7 +350,7 @@ class DaskExecutor:
         """Submit the invocation and wait for its outcome (within a timeout)."""
         if self.client is None:
             await self.start()
-        invocation = context._invocation
+        invocation = executors.invocation_of(context)
         ref = {
             "module": step.fn.__module__,
             "qualname": step.fn.__qualname__,
@@ -413,10 +412,7 @@ class DaskExecutor:
         invocation.model_calls.extend(usage.get("model_calls", []))
         if not outcome["ok"]:
             raise RemoteStepError(outcome)
-        run = context._run
-        for entity_id, text in outcome["entities"].items():
-            run.entities.setdefault(entity_id, decode_text(text))
-            run._queue().entities[entity_id] = text
+        executors.keep_entities(context, outcome["entities"])
         return decode_text(outcome["result"])
 
     async def aclose(self) -> None:

@@ -1,0 +1,69 @@
+"""Peak memory of a job of 100,000 trivial steps (tracemalloc), and where it goes.
+
+Prints the peak in MB, the bytes per invocation, and the top allocation sites at the peak
+(``--top N``). The target is a peak of at most 300 MB for 100,000 invocations.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import shutil
+import tempfile
+import time
+import tracemalloc
+from typing import Annotated
+
+from fxtr import Array, ArrayHandle, StepContext, WorkflowContext, launch, step, workflow
+
+
+@step(name="bench.add")
+async def add(context: StepContext, a: int, b: int) -> int:
+    return a + b
+
+
+@workflow(name="bench.grid")
+async def grid(
+    context: WorkflowContext,
+    xs: Annotated[ArrayHandle[int], "[x: int]"],
+    ys: Annotated[ArrayHandle[int], "[y: int]"],
+) -> Annotated[ArrayHandle[int], "[x: int, y: int]"]:
+    return context.run_step("add", add, {"a": xs, "b": ys}, map_over=["x", "y"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--x", type=int, default=1000)
+    parser.add_argument("--y", type=int, default=100)
+    parser.add_argument("--top", type=int, default=0)
+    parser.add_argument("--verify", action="store_true", help="verify on (default off)")
+    args = parser.parse_args()
+    xs = Array.from_mapping({i: i for i in range(args.x)}, dims=["x"], value_type=int)
+    ys = Array.from_mapping({i: 10 * i for i in range(args.y)}, dims=["y"], value_type=int)
+    tmp = tempfile.mkdtemp()
+    try:
+        gc.collect()
+        tracemalloc.start(1)
+        base, _ = tracemalloc.get_traced_memory()
+        t = time.perf_counter()
+        result = asyncio.run(
+            launch(grid, {"xs": xs, "ys": ys}, store=f"{tmp}/s", verify=args.verify)
+        )
+        elapsed = time.perf_counter() - t
+        _, peak = tracemalloc.get_traced_memory()
+        snapshot = tracemalloc.take_snapshot() if args.top else None
+        tracemalloc.stop()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    n = len(result.invocations)
+    print(f"{n} invocations ({result.status}) in {elapsed:.1f} s under tracemalloc")
+    print(f"peak {(peak - base) / 1e6:7.1f} MB   {(peak - base) / n:7.0f} bytes/invocation")
+    if snapshot is not None:
+        print("largest allocation sites still held at the end (result kept alive):")
+        for stat in snapshot.statistics("lineno")[: args.top]:
+            print(f"  {stat.size / 1e6:7.1f} MB  {stat.count:8d}  {stat.traceback}")
+
+
+if __name__ == "__main__":
+    main()

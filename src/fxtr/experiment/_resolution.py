@@ -1,0 +1,313 @@
+"""Resolution: each planned invocation from the record, the step cache, a claim, or a run.
+
+``resolve`` is the one place where the conflict policy applies: same address and
+fingerprint is a hit; a different fingerprint is ``needs_review`` under ``review``, or a
+rerun (the old entry to the history) under ``overwrite`` or a changed ``version=``; no entry
+is claimed and run. A claim won after another process committed the address is read again
+and goes through the same policy. The runner (``_engine``) calls ``resolve``; ``resolve``
+calls ``_replay`` in a verifying pass and ``_invocation.invoke`` to run a step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import typing
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from fxtr.experiment._graph import Value, decoded
+from fxtr.experiment._invocation import invoke
+from fxtr.experiment._records import Invocation
+from fxtr.experiment._replay import replayed
+from fxtr.store import CacheEntry
+
+if TYPE_CHECKING:
+    from fxtr.experiment._binding import Binding, Plan
+    from fxtr.experiment._definition import StepDefinition
+    from fxtr.experiment._engine import Run
+
+
+Decision = tuple[str, Any]
+"""What the conflict policy says about an entry: ``("hit", value)``, ``("review", value)``
+(the invocation's outcome, already recorded), or ``("run", replaced)`` (the entry text that
+goes to the history, or None)."""
+
+
+def decide(
+    run: Run, step: StepDefinition[..., Any], plan: Plan, entry: CacheEntry | None
+) -> Decision:
+    """The conflict policy, for the entry found at a planned invocation's address.
+
+    Same fingerprint: a hit. No entry: run. A different fingerprint: under ``review`` (the
+    default) the invocation awaits review and does not run; under ``overwrite``, or when the
+    step's ``version=`` changed on purpose, it runs and the old entry goes to the history.
+    """
+    address, fps, fp = plan.address, plan.fps, plan.fingerprint
+    if entry is None:
+        return "run", None
+    if entry.fingerprint == fp:
+        return "hit", hit(run, step, address, fps, fp, entry)
+    if entry.version != version_str(step.version) or run.conflict == "overwrite":
+        return "run", entry.to_text()
+    conflict = conflict_of(step, entry, fps)
+    inv = Invocation(
+        address,
+        step.name,
+        "needs_review",
+        fingerprint=fp,
+        input_fingerprints=fps,
+        conflict=conflict,
+        attempt=run.attempt,
+        error=f"cache conflict: {conflict['summary']}",
+    )
+    run.finish(inv)
+    return "review", Value(None, cause=f"needs review at {address!r}: {conflict['summary']}")
+
+
+async def resolve(
+    run: Run,
+    step: StepDefinition[..., Any],
+    plans: list[Plan],
+    bindings: list[Binding],
+) -> list[Value]:
+    """Resolve each planned invocation: replay, earlier attempt, cache, or run."""
+    out: list[Value | None] = [None] * len(plans)
+    todo: list[int] = []
+    for i, plan in enumerate(plans):
+        if plan.skip is not None:
+            inv = Invocation(
+                plan.address, step.name, "skipped", error=plan.skip, attempt=run.attempt
+            )
+            run.finish(inv)
+            out[i] = Value(None, cause=f"skipped at {plan.address!r}: {plan.skip}")
+        elif run.mode == "verify":
+            out[i] = replayed(run, step, plan.address, plan.fps, plan.fingerprint)
+        else:
+            prior = run.prior.get(plan.address)
+            if (
+                prior is not None
+                and prior.status == "succeeded"
+                and prior.fingerprint == plan.fingerprint
+            ):
+                out[i] = from_prior(run, step, plan, prior)
+            else:
+                todo.append(i)
+    if todo:
+        entries = run.store.get_entries([plans[i].address for i in todo])
+        to_run: list[tuple[int, str | None]] = []
+        for i in todo:
+            verdict, value = decide(run, step, plans[i], entries.get(plans[i].address))
+            if verdict == "run":
+                to_run.append((i, value))
+            else:
+                out[i] = value
+        if to_run:
+            await _claim_and_run(run, step, plans, bindings, to_run, out)
+    return typing.cast("list[Value]", out)
+
+
+async def _claim_and_run(
+    run: Run,
+    step: StepDefinition[..., Any],
+    plans: list[Plan],
+    bindings: list[Binding],
+    to_run: list[tuple[int, str | None]],
+    out: list[Value | None],
+) -> None:
+    """Claim the addresses to run; run the won ones, wait on the others' holders."""
+    claims = run.store.claim([plans[i].address for i, _ in to_run], run.holder, run.lease)
+    # another process may have finished an address between our read and our claim: read
+    # the won ones again, so a result is never computed twice, nor replaced unreviewed
+    won = [plans[i].address for i, _ in to_run if claims[plans[i].address] is None]
+    landed = run.store.get_entries(won) if won else {}
+    failed = failed_elsewhere(run, [a for a in won if a not in landed])
+    mine: list[tuple[int, str | None]] = []
+    theirs: list[tuple[int, str | None]] = []
+    for i, replaced in to_run:
+        address = plans[i].address
+        if claims[address] is not None:
+            theirs.append((i, replaced))
+            continue
+        if address in failed:
+            run.queue().released.append(address)
+            out[i] = failed[address]
+            continue
+        entry = landed.get(address)
+        if entry is not None and (replaced is None or entry.to_text() != replaced):
+            verdict, value = decide(run, step, plans[i], entry)
+            if verdict != "run":
+                run.queue().released.append(address)
+                out[i] = value
+                continue
+            replaced = value
+        run.held.add(address)
+        mine.append((i, replaced))
+
+    async def worker(queue: Iterator[tuple[int, str | None]]) -> None:
+        for i, replaced in queue:
+            out[i] = await invoke(run, step, plans[i], bindings, replaced)
+
+    # a bounded pool of workers, not one task per invocation: a 100,000-invocation
+    # operation costs the memory of ``concurrency`` tasks, not of 100,000
+    queue = iter(mine)
+    workers = [worker(queue) for _ in range(min(len(mine), run.concurrency))]
+    waits = [_wait_one(run, step, plans, bindings, i, r, out) for i, r in theirs]
+    await asyncio.gather(*workers, *waits)
+
+
+async def _wait_one(
+    run: Run,
+    step: StepDefinition[..., Any],
+    plans: list[Plan],
+    bindings: list[Binding],
+    i: int,
+    replaced: str | None,
+    out: list[Value | None],
+) -> None:
+    out[i] = await await_claim(run, step, plans[i], bindings, replaced)
+
+
+def from_prior(run: Run, step: StepDefinition[..., Any], plan: Plan, prior: Invocation) -> Value:
+    """An earlier attempt's result: its usage, logs and times stay with it."""
+    usage = {
+        "calls": prior.calls,
+        "input_tokens": prior.input_tokens,
+        "output_tokens": prior.output_tokens,
+        "cost_usd": prior.cost_usd,
+        "by_model": prior.cost_by_model,
+    }
+    return served(
+        run,
+        step,
+        plan.address,
+        plan.fps,
+        plan.fingerprint,
+        prior.result_text,
+        usage,
+        logs=prior.logs,
+        warnings=prior.warnings,
+        started_at=prior.started_at,
+        ended_at=prior.ended_at,
+    )
+
+
+def failed_elsewhere(run: Run, addresses: list[str]) -> dict[str, Value]:
+    """Invocations of this attempt that another process of the same run already failed.
+
+    Only processes that joined one attempt (``run_tag``) look: they take the failure
+    instead of running the step again.
+    """
+    if not run.shared or not addresses:
+        return {}
+    prefix = f"{run.job_id}|{run.attempt}|"
+    out: dict[str, Value] = {}
+    for text in run.store.get_failures([prefix + a for a in addresses]).values():
+        inv = Invocation.from_json(json.loads(text))
+        run.finish(inv)
+        out[inv.address] = Value(None, cause=f"failed at {inv.address!r}: {inv.error}")
+    return out
+
+
+def hit(
+    run: Run,
+    step: StepDefinition[..., Any],
+    address: str,
+    fps: dict[str, str],
+    fp: str | None,
+    entry: CacheEntry,
+) -> Value:
+    return served(run, step, address, fps, fp, entry.result, entry.usage)
+
+
+def served(
+    run: Run,
+    step: StepDefinition[..., Any],
+    address: str,
+    fps: dict[str, str],
+    fp: str | None,
+    result_text: str | None,
+    usage: dict[str, Any] | None,
+    **recorded: Any,
+) -> Value:
+    """An invocation served without running (step cache or an earlier attempt)."""
+    inv = Invocation(
+        address,
+        step.name,
+        "succeeded",
+        from_cache=True,
+        fingerprint=fp,
+        input_fingerprints=fps,
+        result_text=result_text,
+        attempt=run.attempt,
+        **recorded,
+    )
+    if usage:
+        inv.calls = usage.get("calls", 0)
+        inv.input_tokens = usage.get("input_tokens", 0)
+        inv.output_tokens = usage.get("output_tokens", 0)
+        inv.cost_usd = usage.get("cost_usd")
+        inv.cost_by_model = usage.get("by_model") or {}
+    run.finish(inv)
+    return Value(decoded(result_text))
+
+
+async def await_claim(
+    run: Run,
+    step: StepDefinition[..., Any],
+    plan: Plan,
+    bindings: list[Binding],
+    replaced: str | None,
+) -> Value:
+    """Another process runs this address: wait for its result, or take the claim over.
+
+    What the holder committed goes through the conflict policy like any entry (it may come
+    from other inputs: another version of the eval on a shared store).
+    """
+    address, fp = plan.address, plan.fingerprint
+    while True:
+        await asyncio.sleep(run.store.wait_hint())
+        entry = run.store.get_entry(address)
+        if entry is not None and entry.fingerprint == fp:
+            return hit(run, step, address, plan.fps, fp, entry)
+        failed = failed_elsewhere(run, [address]).get(address)
+        if failed is not None:
+            return failed
+        if run.store.claim([address], run.holder, run.lease)[address] is None:
+            # the holder may have finished between our read and our claim
+            entry = run.store.get_entry(address)
+            if entry is not None and (replaced is None or entry.to_text() != replaced):
+                verdict, value = decide(run, step, plan, entry)
+                if verdict != "run":
+                    run.queue().released.append(address)
+                    return value  # type: ignore[no-any-return]
+                replaced = value
+            run.held.add(address)
+            return await invoke(run, step, plan, bindings, replaced)
+
+
+def version_str(version: Any) -> str | None:
+    return None if version is None else str(version)
+
+
+def conflict_of(
+    step: StepDefinition[..., Any], entry: CacheEntry, fps: dict[str, str]
+) -> dict[str, Any]:
+    meta = entry.meta
+    cached_inputs = meta.get("inputs", {})
+    changed = sorted(k for k in set(fps) | set(cached_inputs) if fps.get(k) != cached_inputs.get(k))
+    what = []
+    if changed:
+        what.append(f"input(s) {', '.join(changed)} changed")
+    if meta.get("source") != step.source_hash:
+        what.append(f"the source of step {step.name!r} changed (code drift)")
+    if not what:
+        what.append("the fingerprint changed")
+    return {
+        "inputs": changed,
+        "source": meta.get("source") != step.source_hash,
+        "cached_job": meta.get("job_id"),
+        "summary": "; ".join(what)
+        + ". Rerun with conflict='overwrite' (--fxtr-cache-conflict=overwrite) to replace it; "
+        "the old result is kept in the history",
+    }
