@@ -205,13 +205,23 @@ class FluxCheckpointer(InMemorySaver):
             if not ns:
                 state.scope[ns] = self._frame_here(thread_id, state)
 
-    def _on_run_end(self, thread_id: str, ns: str) -> None:
-        """The handler saw the run of ``ns`` end: what it left open is final."""
+    def _on_run_end(self, thread_id: str, ns: str, error: BaseException | None) -> None:
+        """The handler saw the run of ``ns`` end: what it left open is final.
+
+        An error raised outside any task (``GraphRecursionError``, input validation) fails
+        the thread's own task, when the run records there.
+        """
         with self._lock:
             state = self._threads.get(thread_id)
-            if state is not None:
-                self._finish_attempt(state, ns)
-                self._settle_root(state)
+            if state is None:
+                return
+            self._finish_attempt(state, ns)
+            root = state.root
+            outside_tasks = error is not None and not isinstance(error, GraphBubbleUp)
+            if outside_tasks and not ns and root is not None and root.node.status != "failed":
+                if state.scope.get("") == (root.graph, root.node.id):
+                    root.graph.end(root.node, "failed", error=error)
+            self._settle_root(state)
 
     def _frame_here(self, thread_id: str, state: _Thread) -> Frame:
         frame = current_frame.get()
@@ -363,8 +373,13 @@ class FluxCheckpointer(InMemorySaver):
                     del record.node.attrs["unnamed"]
                 return record
         step = self._step(thread_id, state, ns, checkpoint_id, number)
-        depends = [record.node.id] if record is not None and record.step.graph is step.graph else []
         attrs: dict[str, Any] = {"langgraph_task_id": task_id}
+        depends: list[str] = []
+        if record is not None and record.step.graph is step.graph:
+            if record.node.status in ("failed", "interrupted", "cancelled"):
+                depends = [record.node.id]  # a rerun of what did not finish
+            else:
+                attrs["replay_of"] = record.node.id  # time travel: it ran again
         if name is None:
             attrs["unnamed"] = True
         node = step.graph.start("step", name or "task", step.node.id, depends, **attrs)
@@ -531,8 +546,12 @@ def _bounded_put(cache: collections.OrderedDict[Any, Any], key: Any, value: Any)
 
 
 def _task_id_of(ns: str) -> str:
-    """The task id at the end of a task's namespace (``outer:ID|inner:ID``)."""
-    return ns.rpartition("|")[2].rpartition(":")[2]
+    """The task id at the end of a task's namespace.
+
+    ``outer:ID|inner:ID``, or ``outer:ID|2`` for the second subgraph a task runs.
+    """
+    segments = [p for p in ns.split("|") if ":" in p]
+    return segments[-1].rpartition(":")[2] if segments else ""
 
 
 def _parse_path(task_path: str) -> tuple[str, str] | None:
@@ -587,7 +606,9 @@ class _TaskWatcher(BaseCallbackHandler):
             collections.OrderedDict()
         )
         """Graph runs by run id: their checkpointer, thread id and namespace."""
-        self._tasks: dict[uuid.UUID, tuple[FluxCheckpointer, str, str, str, Any]] = {}
+        self._tasks: collections.OrderedDict[
+            uuid.UUID, tuple[FluxCheckpointer, str, str, str, Any]
+        ] = collections.OrderedDict()
         """Task runs by run id: checkpointer, thread id, namespace, task id, frame token."""
         self._running: dict[tuple[str, str], tuple[FluxCheckpointer, str]] = {}
         """Running tasks by (thread id, task id): checkpointer and namespace."""
@@ -657,6 +678,9 @@ class _TaskWatcher(BaseCallbackHandler):
         token = current_frame.set(frame) if frame is not None else None
         with self._lock:
             self._tasks[run_id] = (owner, thread_id, ns, task_id, token)
+            while len(self._tasks) > MAX_TASKS:  # runs whose end never came
+                _, (_, old_thread, _, old_task, _) = self._tasks.popitem(last=False)
+                self._running.pop((old_thread, old_task), None)
 
     def on_chain_end(self, outputs: Any, *, run_id: uuid.UUID, **kwargs: Any) -> None:
         """A run ends: a task succeeded, or a graph's run is over."""
@@ -687,7 +711,7 @@ class _TaskWatcher(BaseCallbackHandler):
                 owner._guard(owner._task_ended, thread_id, task_id, status, error)
             elif graph is not None:
                 owner, thread_id, ns = graph
-                owner._guard(owner._on_run_end, thread_id, ns)
+                owner._guard(owner._on_run_end, thread_id, ns, error)
         except Exception:
             log.warning("fxtr could not mirror a LangGraph task end", exc_info=True)
 
