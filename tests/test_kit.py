@@ -532,11 +532,11 @@ def test_a_provider_outage_fails_the_cell_with_its_reason_and_resume_reruns_it(
     tmp_path, monkeypatch
 ):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai-000000")
-    model = Model("openai-compatible/gpt-4o-mini", base_url="http://llm.test/v1")
+    model = Model("openai-compatible/gpt-5-mini", base_url="http://llm.test/v1")
     body = {
         "id": "c",
         "object": "chat.completion",
-        "model": "gpt-4o-mini",
+        "model": "gpt-5-mini",
         "choices": [
             {
                 "index": 0,
@@ -564,7 +564,7 @@ def test_a_provider_outage_fails_the_cell_with_its_reason_and_resume_reruns_it(
             evaluate, _inputs(includes(), 1, CASES[:1], (model,)), store=tmp_path / "s"
         )
     assert resumed.status == "succeeded", [(i.status, i.error) for i in resumed.invocations]
-    assert _values(resumed) == {("openai-compatible/gpt-4o-mini", "c0", 0): 1.0}
+    assert _values(resumed) == {("openai-compatible/gpt-5-mini", "c0", 0): 1.0}
 
 
 def test_a_target_edit_regrades_the_cached_answers_without_asking_again(tmp_path):
