@@ -143,7 +143,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         return 0
     columns = [
         ("job", "job_id"),
-        ("workflow", "workflow"),
+        ("eval or workflow", "name"),
         ("status", "status"),
         ("gate", "gate"),
         ("attempts", "attempts"),
@@ -156,7 +156,14 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         ("commit", "commit"),
     ]
     table = [
-        [format_usd(r[key]) if key == "cost_usd" else _cell(r[key]) for _, key in columns]
+        [
+            format_usd(r["cost_usd"])
+            if key == "cost_usd"
+            else _cell(r["eval"] or r["workflow"])
+            if key == "name"
+            else _cell(r[key])
+            for _, key in columns
+        ]
         for r in rows
     ]
     print(tabulate(table, headers=[name for name, _ in columns], disable_numparse=True))

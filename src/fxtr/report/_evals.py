@@ -30,6 +30,8 @@ def evaluation_of(record: dict[str, Any]) -> dict[str, Any] | None:
 
 def key_label(key: dict[str, Any]) -> str:
     """A case or group key as text: the value alone for one dimension, ``dim=value`` pairs else."""
+    if not key:
+        return "all"
     if len(key) == 1:
         return str(next(iter(key.values())))
     return ", ".join(f"{dim}={value}" for dim, value in key.items())

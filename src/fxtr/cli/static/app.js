@@ -111,6 +111,7 @@
   function signed(v) { var t = num(v); return (typeof v === "number" && v > 0) ? "+" + t : t; }
   function label(key) {
     var dims = Object.keys(key || {});
+    if (!dims.length) { return "all"; }
     if (dims.length === 1) { return String(key[dims[0]]); }
     return dims.map(function (d) { return d + "=" + key[d]; }).join(", ");
   }
@@ -336,7 +337,7 @@
       panel.removeAttribute("data-address");
       var s = d.score || {};
       var parts = [el("button", { class: "close", type: "button", text: "close", onclick: function () { panel.hidden = true; } }),
-        el("h2", { text: label(d.case) + " · " + label(d.group) }),
+        el("h2", { text: label(d.case) + (Object.keys(d.group || {}).length ? " · " + label(d.group) : "") }),
         el("dl", { class: "kv" }, [el("dt", { text: "score" }), el("dd", { text: (s.text || "-") + (s.verdict ? " (" + s.verdict.replace("_", " ") + ")" : "") }),
           el("dt", { text: d.sample_dim ? "per " + d.sample_dim : "values" }), el("dd", { class: "mono", text: d.values.map(function (v) { return v === null ? "missing" : num(v); }).join("  ") }),
           el("dt", { text: "status" }), el("dd", { text: d.status || "" })])];
@@ -353,7 +354,11 @@
         if (inv.error) { box.appendChild(el("pre", { class: "error", text: (inv.reason ? inv.reason + ": " : "") + inv.error })); }
         (inv.model_calls || []).forEach(function (c) { box.appendChild(transcript(c)); });
         if (inv.result !== undefined && inv.result !== null) {
-          box.appendChild(el("div", { class: "result-line" }, [el("span", { class: "muted", text: "result " }), value(inv.result)]));
+          if ((inv.model_calls || []).length) {  // the conversation above says it; the record on demand
+            box.appendChild(el("details", { class: "result-line" }, [el("summary", { class: "muted", text: "result" }), value(inv.result)]));
+          } else {
+            box.appendChild(el("div", { class: "result-line" }, [el("span", { class: "muted", text: "result " }), value(inv.result)]));
+          }
         }
         box.appendChild(el("button", { type: "button", class: "link", text: "details", onclick: function () { openPanel(jobId, inv.address); } }));
         parts.push(box);
@@ -477,10 +482,15 @@
   function wrap(text, width) {
     var max = Math.floor(width / CHAR);
     if (text.length <= max) { return [text]; }
-    var cut = text.lastIndexOf("/", max);
-    if (cut < max / 2) { cut = text.lastIndexOf(".", max); }
-    if (cut < max / 2) { cut = max; } else { cut += 1; }
-    return [text.slice(0, cut), fit(text.slice(cut), width)];
+    // break at the last separator that leaves a third of the line or more: " (", "/", "::", "."
+    var cut = -1;
+    [" (", "/", "::", ".", "_", "-"].some(function (sep) {
+      var at = text.lastIndexOf(sep, max - sep.length);
+      if (at >= max / 3) { cut = sep === " (" ? at + 1 : at + sep.length; return true; }
+      return false;
+    });
+    if (cut < 0) { cut = max; }
+    return [text.slice(0, cut).trim(), fit(text.slice(cut), width)];
   }
 
   function draw(graph, jobId, list) {
