@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from fxtr.evals import (
     Case,
@@ -231,3 +233,20 @@ def test_live_pattern_choice_and_judges_equal_inspect(inspect_values):
         for name in JUDGES:
             args = (row["question"], row["answer"], row["target"], row["metadata"])
             assert judge_prompt(name, *args) == inspect_values.judge_prompt(name, *args), name
+
+
+# Random pairs over an alphabet of the characters the rules treat specially.
+_ALPHABET = list("aAbBeEtThHnN019 .,;:!?-'\"()$%éÉß東\t\n\u00a0\u2212")
+_TEXTS = st.text(alphabet=_ALPHABET, max_size=24) | st.sampled_from(
+    ["the", "a", "an", "The cat", "1.0", "1", "-5", "3.14.", "(3.14)", "nan", "1e3", ""]
+)
+
+
+@pytest.mark.parametrize("name", sorted(TEXT_SCORERS))
+def test_live_random_pairs_equal_inspect(inspect_values, name):
+    @settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(answer=_TEXTS, target=_TEXTS | st.lists(_TEXTS, min_size=1, max_size=3))
+    def check(answer, target):
+        assert text_value(name, answer, target) == inspect_values.text_value(name, answer, target)
+
+    check()
