@@ -250,3 +250,34 @@ def test_live_random_pairs_equal_inspect(inspect_values, name):
         assert text_value(name, answer, target) == inspect_values.text_value(name, answer, target)
 
     check()
+
+
+_PIECES = ["ANSWER", "answer", ":", " ", "A", "b", "C", "D", "E", "1", ",", ".", "$", "**", "(", ")",
+           " and ", "\n", "GRADE", "grade", "Correct", "I", "P", "x", "\u200b", "down"]
+_REPLIES = st.lists(st.sampled_from(_PIECES), max_size=12).map("".join)
+
+
+def test_live_random_choice_answers_and_judge_replies_equal_inspect(inspect_values):
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(
+        completion=_REPLIES,
+        target=st.sampled_from(["A", "B", "C", ["A", "C"], ["B", "D"]]),
+        n_choices=st.sampled_from([3, 4]),
+    )
+    def check_choice(completion, target, n_choices):
+        multiple = isinstance(target, list)
+        assert choice_value(completion, target, n_choices, multiple=multiple) == (
+            inspect_values.choice_value(completion, target, n_choices, multiple=multiple)
+        )
+
+    check_choice()
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # tenacity's, inside inspect_ai
+def test_live_random_judge_replies_equal_inspect(inspect_values):
+    @settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(reply=_REPLIES, name=st.sampled_from(sorted(JUDGES)))
+    def check_judge(reply, name):
+        assert judge_value(name, reply) == inspect_values.judge_value(name, reply)
+
+    check_judge()
