@@ -117,7 +117,11 @@ def _check_store(state: State) -> None:
     try:
         open_store(state.settings.store)
     except Exception as exc:
-        msg = f"fxtr cannot open its store {state.settings.store}: {exc}"
+        msg = (
+            f"fxtr cannot open its store {state.settings.store}: {type(exc).__name__}: {exc}. "
+            "If it is damaged, move it aside (fxtr starts a new one) or point "
+            "--fxtr-cache-dir elsewhere."
+        )
         raise pytest.UsageError(msg) from None
 
 
