@@ -633,6 +633,36 @@ def test_with_raw_response_is_recorded_once_and_parse_still_works(api):
 
 
 @pytest.mark.parametrize("api", APIS)
+def test_async_with_raw_response(api):
+    """Async raw responses (anthropic's parse() is a coroutine, openai's is not), plain and
+    streamed: one node each, parse() unchanged."""
+    factory, kwargs = _calls(api)
+    extra = {"stream_options": {"include_usage": True}} if api == "chat" else {}
+
+    async def parse(raw: Any) -> Any:
+        parsed = raw.parse()
+        return await parsed if asyncio.iscoroutine(parsed) else parsed
+
+    async def main() -> Any:
+        tracing = _task_client()
+        with tracing.task("t") as t:
+            raw = await _create(factory(is_async=True), api).with_raw_response.create(**kwargs)
+            parsed = await parse(raw)
+            sraw = await _create(factory(is_async=True), api).with_raw_response.create(
+                stream=True, **kwargs, **extra
+            )
+            events = [e async for e in await parse(sraw)]
+        return parsed, events, t
+
+    parsed, events, t = asyncio.run(main())
+    plain = _create(factory(), api).create(**kwargs)
+    assert _dump(parsed) == _dump(plain) and events
+    whole, streamed = t.graph.find(kind="model_call")
+    _check_node(whole, EXPECTED[api])
+    _check_node(streamed, EXPECTED_STREAM[api])
+
+
+@pytest.mark.parametrize("api", APIS)
 def test_with_raw_response_streamed(api):
     """.with_raw_response with stream=True: the stream parse() returns is captured."""
     factory, kwargs = _calls(api)

@@ -5,8 +5,8 @@ calls made with the official ``openai`` / ``anthropic`` SDKs (``FXTR_CAPTURE=0``
 capture off).
 """
 
-from fxtr.tracing import _capture
 from fxtr.models._classify import REASON_OF_CATEGORY, REASONS, classify, failure_category
+from fxtr.tracing import _capture
 from fxtr.tracing._client import (
     Client,
     FluxRecoveryNotInstalled,
