@@ -347,3 +347,18 @@ def test_a_store_that_is_not_a_store_is_one_clear_error(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and f"cannot open the store at {store}" in err
         assert "move it aside" in err or "--store" in err
+
+
+def test_a_garbled_job_record_is_skipped_with_a_warning(failed_job, capsys):
+    """A record whose stored text is not JSON is skipped with a one-line warning."""
+    from fxtr.store import open_store
+
+    store = open_store(".fxtr")
+    store.jobs.set("garbled", '{"job_id": "garbled", "attem\x00')  # a value damaged on disk
+    assert main(["jobs"]) == 0
+    captured = capsys.readouterr()
+    assert failed_job in captured.out and "garbled" not in captured.out
+    assert "fxtr: warning: Skipped the damaged job record 'garbled'" in captured.err
+    assert main(["show", failed_job[:5]]) == 0
+    assert main(["show", "latest"]) == 0
+    assert f"job {failed_job}" in capsys.readouterr().out

@@ -417,3 +417,23 @@ def test_ten_thousand_case_eval_is_paged(tmp_path, capsys):
             f"another page {next_page:.3f}s ({first_screen / max(next_page, 1e-6):.0f}x: the "
             "scored cells are kept)"
         )
+
+
+@pytest.mark.filterwarnings("ignore:Skipped the damaged job record:RuntimeWarning")
+def test_a_garbled_job_record_hides_no_other_job(tmp_path):
+    """A record whose stored text is not JSON is left out; the jobs page and the others work."""
+    store = open_store(tmp_path / "store")
+    job = make_job(store)
+    store.jobs.set("garbled", "{not json at all")  # a value damaged on disk
+    server, _ = serve(store, "127.0.0.1", 0)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.server_address[1]}") as client:
+            assert [r["job_id"] for r in client.get("/api/jobs").json()] == [job.job_id]
+            assert client.get("/api/jobs/latest").json()["job_id"] == job.job_id
+            damaged = client.get("/api/jobs/garbled")
+            assert damaged.status_code == 500
+            assert "The record of job garbled" in damaged.json()["error"]
+            assert "default-src 'none'" in damaged.headers["content-security-policy"]
+    finally:
+        server.shutdown()
+        server.server_close()

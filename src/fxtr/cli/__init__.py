@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -535,12 +536,20 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``fxtr`` command."""
     args = _parser().parse_args(argv)
-    try:
-        code: int = args.run(args)
-    except CommandError as exc:
-        print(f"fxtr: {exc}", file=sys.stderr)
-        return 1
+    with warnings.catch_warnings():
+        # the library's notices (a damaged record skipped, ...) as one line each on stderr
+        warnings.simplefilter("default")
+        warnings.showwarning = _show_warning
+        try:
+            code: int = args.run(args)
+        except CommandError as exc:
+            print(f"fxtr: {exc}", file=sys.stderr)
+            return 1
     return code
+
+
+def _show_warning(message: Warning | str, *args: Any, **kwargs: Any) -> None:
+    print(f"fxtr: warning: {message}", file=sys.stderr)
 
 
 if __name__ == "__main__":  # pragma: no cover

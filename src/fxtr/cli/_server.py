@@ -125,6 +125,10 @@ CACHED_JOBS = 4
 """Jobs whose record and invocations the viewer keeps in memory at once."""
 
 
+class DamagedRecordError(Exception):
+    """A job record the store holds but cannot read (a 500 naming the job)."""
+
+
 class Viewer:
     """What the routes read: the store, with jobs loaded on demand and kept briefly."""
 
@@ -161,7 +165,14 @@ class Viewer:
             hit = self._records.get(job_id)
         if hit is not None and now - hit[0] < CACHE_SECONDS:
             return hit[1]
-        record = self.store.get_job(job_id)
+        try:
+            record = self.store.get_job(job_id)
+        except ValueError as exc:
+            msg = (
+                f"The record of job {job_id} in {self.store.path} is damaged ({exc}); the other "
+                "jobs are not affected. Remove it, or restore the store from a backup."
+            )
+            raise DamagedRecordError(msg) from None
         with self._lock:
             self._records[job_id] = (now, record)
             _trim(self._records)
@@ -437,6 +448,9 @@ def make_handler(viewer: Viewer, allowed_hosts: set[str]) -> type[BaseHTTPReques
                 data = viewer.route(url.path, parse_qs(url.query, keep_blank_values=True))
             except KeyError as exc:
                 self._error(HTTPStatus.NOT_FOUND, str(exc.args[0]) if exc.args else "not found")
+                return
+            except DamagedRecordError as exc:
+                self._error(HTTPStatus.INTERNAL_SERVER_ERROR, str(exc))
                 return
             except ValueError as exc:
                 self._error(HTTPStatus.BAD_REQUEST, str(exc))
