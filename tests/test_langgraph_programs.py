@@ -273,9 +273,14 @@ def test_tool_calling_agent(mode, order):
         assert [n.name for n in supersteps(graph)] == [f"superstep {k}" for k in range(1, 6)]
 
 
-def raising_program(log: Log, broken: dict) -> StateGraph:
+def raising_program(log: Log, broken: dict, flux: Client | None = None) -> StateGraph:
+    """a -> b -> c; a node named in ``broken`` raises (after its model call, given a client)."""
+
     def node(name):
         def fn(state):
+            if flux is not None:
+                messages = [{"role": "user", "content": name}]
+                asyncio.run(flux.messages.create(model="m", messages=messages))
             if broken.get(name):
                 log.add(name, "raised")
                 raise ValueError(f"{name} is broken")
@@ -751,3 +756,39 @@ def test_a_graph_with_another_checkpointer_is_not_mirrored():
         mirrored.invoke({"items": []}, config)
         plain.invoke({"items": []}, config)
     check_graph(flux.get_task_graph(t.task_id), log)
+
+
+def test_threads_running_at_once_each_get_their_own_graph():
+    """Eight Python threads (each a first run in a fresh context) share one checkpointer,
+    each on its own LangGraph thread: every graph is exactly its own run, model calls included."""
+    flux = Client({"m": MockModelAPI("m", "x")})
+    checkpointer = FluxCheckpointer(flux)
+    results, errors = {}, []
+
+    def one(k: int) -> None:
+        try:
+            log, broken = Log(), {"b": True}
+            app = raising_program(log, broken, flux).compile(checkpointer=checkpointer)
+            config = {"configurable": {"thread_id": f"t{k}"}}
+            with flux.task(f"run {k}") as t:
+                try:
+                    app.invoke({"items": []}, config)
+                except ValueError:
+                    pass
+                broken["b"] = False
+                app.invoke(None, config)
+            results[k] = (t.task_id, log)
+        except BaseException as exc:  # reported below, from the test's own thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=one, args=(k,)) for k in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    for task_id, log in results.values():
+        graph = flux.get_task_graph(task_id)
+        check_graph(graph, log)
+        check_order(graph, log)
+        check_model_calls_under(graph, ["a", "b", "b", "c"])

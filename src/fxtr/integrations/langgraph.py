@@ -20,9 +20,10 @@ What the mirror is told, and by whom:
 - A LangChain callback handler (LangGraph runs every task as a LangChain run): a task
   started (its real start time; model calls and ``client.step`` blocks made inside the node
   go under its node), ended, or raised (every ``RetryPolicy`` attempt is a node); the graph's
-  run ended. The handler is installed through ``langchain_core``'s configure hook from the
-  context where the checkpointer was made or last used; where it is not installed, the
-  checkpointer's calls alone still give every outcome.
+  run ended. Importing this module installs the one handler for the process, through
+  ``langchain_core``'s configure hook; it ignores every run that is not a task of a graph
+  whose loop a ``FluxCheckpointer`` opened. Where it is turned off, the checkpointer's calls
+  alone still give every outcome.
 
 Events are matched by LangGraph's task ids and checkpoint lineage, never by arrival order:
 writes may arrive before their super-step's checkpoint or after the next one (LangGraph saves
@@ -145,7 +146,6 @@ class FluxCheckpointer(InMemorySaver):
         self.client = client
         self._lock = threading.RLock()
         self._threads: dict[str, _Thread] = {}
-        _watch_here()
 
     # the calls LangGraph makes --------------------------------------------------------
 
@@ -196,7 +196,6 @@ class FluxCheckpointer(InMemorySaver):
             return
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "") or ""
-        _watch_here()
         _WATCHER.claim(self, thread_id, ns)
         with self._lock:
             state = self._thread(thread_id)
@@ -575,9 +574,6 @@ def _parse_path(task_path: str) -> tuple[str, str] | None:
 
 _RUNTIME = "__pregel_runtime"
 """A configurable key LangGraph sets on a run's config (not on ``get_state``'s)."""
-_watching: contextvars.ContextVar[_TaskWatcher | None] = contextvars.ContextVar(
-    "fxtr_langgraph_watcher", default=None
-)
 _last_run: contextvars.ContextVar[tuple[uuid.UUID, str] | None] = contextvars.ContextVar(
     "fxtr_langgraph_last_run", default=None
 )
@@ -735,10 +731,10 @@ def _reset(token: Any) -> None:
 
 
 _WATCHER = _TaskWatcher()
+_watching: contextvars.ContextVar[_TaskWatcher | None] = contextvars.ContextVar(
+    "fxtr_langgraph_watcher", default=_WATCHER
+)
+"""The handler LangChain adds to every callback manager it configures (in every thread and
+task: the default), through ``langchain_core``'s configure hook; ``None`` turns it off in a
+context."""
 register_configure_hook(_watching, inheritable=True)
-
-
-def _watch_here() -> None:
-    """Have LangChain runs started from this context report to the handler."""
-    if _watching.get() is None:
-        _watching.set(_WATCHER)
