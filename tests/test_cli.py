@@ -362,3 +362,30 @@ def test_a_garbled_job_record_is_skipped_with_a_warning(failed_job, capsys):
     assert main(["show", failed_job[:5]]) == 0
     assert main(["show", "latest"]) == 0
     assert f"job {failed_job}" in capsys.readouterr().out
+
+
+def test_view_serves_from_a_subfolder_and_prints_the_job_page(failed_job, tmp_path):
+    """`fxtr view latest --port 0` in a subfolder serves the nearest store, naming the page."""
+    import httpx
+
+    sub = tmp_path / "deeper"
+    sub.mkdir()
+    with subprocess.Popen(
+        [sys.executable, "-m", "fxtr.cli", "view", "latest", "--port", "0"],
+        cwd=sub,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    ) as process:
+        try:
+            line = process.stdout.readline()
+            assert line.startswith("fxtr viewer on http://127.0.0.1:")
+            assert f"/job/{failed_job} " in line
+            url = line.split()[3]
+            page = httpx.get(url, timeout=10)
+            assert page.status_code == 200 and '<script src="/app.js">' in page.text
+            head = httpx.get(url.replace("/job/", "/api/jobs/"), timeout=10).json()
+            assert head["job_id"] == failed_job and head["status"] == "failed"
+        finally:
+            process.terminate()
+            process.wait(timeout=10)

@@ -399,10 +399,15 @@ def cmd_view(args: argparse.Namespace) -> int:
             "every record",
             file=sys.stderr,
         )
+    page = ""
+    if args.job:
+        from urllib.parse import quote
+
+        page = "job/" + quote(_job_id(store, args.job), safe="")
     server, thread = serve(store, args.host, args.port)
     host, port = str(server.server_address[0]), server.server_address[1]
     shown = f"[{host}]" if ":" in host else host
-    print(f"fxtr viewer on http://{shown}:{port}/ (Ctrl-C to stop)", flush=True)
+    print(f"fxtr viewer on http://{shown}:{port}/{page} (Ctrl-C to stop)", flush=True)
     try:
         while thread.is_alive():
             thread.join(0.5)
@@ -522,6 +527,9 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_compare)
 
     p = sub.add_parser("view", parents=[common], help="the viewer in a browser")
+    p.add_argument(
+        "job", nargs="?", metavar="JOB", help=f"print the URL of this job's page ({JOB_NAMES})"
+    )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=8321, help="1-65535; 0 picks a free port")
     p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
