@@ -243,7 +243,7 @@ def test_an_xss_probe_in_a_result_stays_text(page, eval_served):
 
 def test_the_comparison_page(page, eval_served):
     """/compare/A/B: per model the means, delta, interval, flipped cases and the verdict."""
-    url, _, a, _ = eval_served
+    url, _, a, b = eval_served
     page.goto(f"{url}/compare/{a[:7]}/latest")
     page.wait_for_selector("#comparison tbody tr")
     rows = page.eval_on_selector_all(
@@ -258,6 +258,13 @@ def test_the_comparison_page(page, eval_served):
     page.wait_for_selector("button.active[data-filter='changed']")
     assert matrix_rows(page) == ["hard", "regress"]
     page.screenshot(path=str(ARTIFACTS / "compare.png"), full_page=True)
+    page.goto(f"{url}/job/{a}?compare={b[:8]}&show=changed")  # any two jobs, from the URL
+    page.wait_for_selector("button.active[data-filter='changed']")
+    assert matrix_rows(page) == ["hard", "regress"]
+    assert "was 0/2" in page.inner_text("#matrix tr[data-case='regress']")
+    page.goto(f"{url}/job/{b}")
+    page.click("#to-compare")
+    page.wait_for_selector("#comparison tbody tr")
 
 
 def test_jobs_page_shows_the_gate_and_picks_two_jobs_to_compare(page, eval_served):

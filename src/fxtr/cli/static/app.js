@@ -207,6 +207,10 @@
         return;
       }
       var results = el("section", { id: "results" });
+      if (ev.baseline && ev.baseline.source === "store" && ev.baseline.job_id) {
+        head.appendChild(el("p", {}, [el("span", { class: "muted", text: "baseline " }),
+          el("a", { href: "#/compare/" + encodeURIComponent(ev.baseline.job_id) + "/" + encodeURIComponent(jobId), id: "to-compare", text: "compare with " + ev.baseline.job_id })]));
+      }
       show([head, groupsTable(ev), results, graphSection]);
       var page = job.matrix || null;
       var state = { compare: page ? page.compare : options.compare || null, show: options.show || null, offset: 0, q: "" };
