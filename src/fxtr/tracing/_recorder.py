@@ -155,13 +155,17 @@ class CallRecord:
         )
 
     def fail(self, error: BaseException, *, reply: str | None = None, **usage: Any) -> None:
-        """Record a call that failed with ``error`` (classified; its text redacted)."""
+        """Record a call that failed with ``error`` (classified; its text redacted).
+
+        A failure costs what its reported tokens cost, $0 when it reported none (providers
+        do not bill a refused request): ``None`` stays reserved for an unknown price.
+        """
         self._finish(
             "failed",
             int(usage.pop("input_tokens", 0)),
             int(usage.pop("output_tokens", 0)),
             int(usage.pop("cached_input_tokens", 0)),
-            usage.pop("cost", None),
+            usage.pop("cost", 0.0),
             reply,
             error,
             usage,
@@ -174,7 +178,7 @@ class CallRecord:
             int(usage.pop("input_tokens", 0)),
             int(usage.pop("output_tokens", 0)),
             int(usage.pop("cached_input_tokens", 0)),
-            usage.pop("cost", None),
+            usage.pop("cost", 0.0),
             reply,
             None,
             usage,
