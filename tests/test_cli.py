@@ -149,7 +149,7 @@ def test_remote_host_needs_an_explicit_flag(failed_job, capsys):
 
 def test_help_everywhere():
     """--help works for the command and every subcommand."""
-    for args in ([], ["jobs"], ["show"], ["resume"], ["cache"], ["export"], ["view"]):
+    for args in ([], ["jobs"], ["show"], ["resume"], ["cache"], ["export"], ["view"], ["compare"]):
         out = subprocess.run(
             [sys.executable, "-m", "fxtr.cli", *args, "--help"], capture_output=True, text=True
         )

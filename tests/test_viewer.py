@@ -437,3 +437,22 @@ def test_a_garbled_job_record_hides_no_other_job(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_the_jobs_page_lists_the_newest(tmp_path):
+    """/api/jobs lists the newest 200 jobs, newest first; ?limit= asks for fewer or more."""
+    store = open_store(tmp_path / "store")
+    for i in range(205):
+        store.put_job(
+            {"job_id": f"j{i:03d}", "workflow": "wf", "created_at": float(i), "attempts": []}
+        )
+    server, _ = serve(store, "127.0.0.1", 0)
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{server.server_address[1]}") as client:
+            rows = client.get("/api/jobs").json()
+            assert [r["job_id"] for r in rows] == [f"j{i:03d}" for i in range(204, 4, -1)]
+            assert len(client.get("/api/jobs", params={"limit": 1000}).json()) == 205
+            assert client.get("/api/jobs", params={"limit": "x"}).status_code == 400
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -121,6 +121,8 @@ def int_param(query: dict[str, list[str]], name: str, default: int, maximum: int
 
 CACHE_SECONDS = 5.0
 """How long a job record read from the store is reused by the routes (a page's requests)."""
+JOBS_LISTED = 200
+"""Jobs the jobs page lists (the newest); ``/api/jobs?limit=N`` asks for more."""
 CACHED_JOBS = 4
 """Jobs whose record and invocations the viewer keeps in memory at once."""
 
@@ -139,6 +141,7 @@ class Viewer:
         self._views: dict[str, tuple[Any, JobView]] = {}
         self._tables: dict[str, tuple[Any, dict[str, Any]]] = {}
         self._listing: tuple[float, list[dict[str, Any]]] | None = None
+        self._rows: dict[str, tuple[Any, dict[str, Any]]] = {}
 
     # loading, with a small cache: a 10,000-case job's record is megabytes of JSON ----------
     def resolve(self, ref: str) -> str:
@@ -213,11 +216,12 @@ class Viewer:
         return evaluation
 
     # the routes' data ------------------------------------------------------------------
-    def jobs(self) -> list[dict[str, Any]]:
+    def jobs(self, limit: int = JOBS_LISTED) -> list[dict[str, Any]]:
+        """The newest jobs' rows (counts from their invocations, kept per finished attempt)."""
         rows = []
-        for record in newest_first(list(job_records(self.store))):
+        for record in newest_first(list(job_records(self.store)))[:limit]:
             try:
-                rows.append(job_row(self.view(record["job_id"])))
+                rows.append(self._row(record))
             except (KeyError, ValueError, TypeError) as exc:  # one damaged job hides no other
                 log.warning("skipped job %s: %s", record.get("job_id"), exc)
                 rows.append(
@@ -229,6 +233,17 @@ class Viewer:
                     }
                 )
         return rows
+
+    def _row(self, record: dict[str, Any]) -> dict[str, Any]:
+        job_id, stamp = record["job_id"], _stamp(record)
+        with self._lock:
+            hit = self._rows.get(job_id)
+        if hit is not None and hit[0] == stamp and stamp is not None:
+            return hit[1]
+        row = job_row(load_job(self.store, job_id))
+        with self._lock:
+            self._rows[job_id] = (stamp, row)
+        return row
 
     def job(self, job_id: str, query: dict[str, list[str]] | None = None) -> dict[str, Any]:
         """The head of a job's page: the record's facts and, for an eval, its results summary.
@@ -334,7 +349,7 @@ class Viewer:
             ValueError: a bad parameter (a 400).
         """
         if path == "/api/jobs":
-            return self.jobs()
+            return self.jobs(int_param(query, "limit", JOBS_LISTED, 100_000))
         if path == "/api/tasks":
             return self.tasks()
         match = re.fullmatch(r"/api/tasks/([^/]+)", path)

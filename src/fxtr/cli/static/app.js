@@ -180,7 +180,7 @@
       workflow.addEventListener("input", render);
       render();
       show([el("h1", { text: "Jobs" }), el("div", { class: "filters" }, [status, workflow, compare]), el("div", { class: "scroll" }, [table]),
-            jobs.length > PAGE ? el("p", { class: "muted", text: "showing the newest " + PAGE + "; filter to narrow" }) : null]);
+            jobs.length >= PAGE ? el("p", { class: "muted", text: "the newest " + PAGE + " jobs; `fxtr jobs --limit 0` lists every one" }) : null]);
     }).catch(fail);
   }
 
