@@ -378,7 +378,8 @@ def test_unit_score_intervals_stay_in_range_and_contain_the_mean(per_case, confi
     if stats["low"] is not None:
         assert 0.0 <= stats["low"] <= stats["mean"] <= stats["high"] <= 1.0
     for k, entry in stats["pass_at"].items():
-        assert 0.0 <= stats["pass_hat"][k]["value"] <= entry["value"] <= 1.0
+        assert 0.0 <= stats["pass_hat"][k]["value"] <= entry["value"] + 1e-15
+        assert entry["value"] <= 1.0
     ks = sorted(stats["pass_at"])
     assert all(stats["pass_at"][a]["value"] <= stats["pass_at"][b]["value"] + 1e-12
                for a, b in itertools.pairwise(ks))
@@ -396,3 +397,20 @@ def test_a_run_compared_with_itself_has_not_changed(per_case):
         assert result["delta"] == 0.0
     if result["n_paired"] > 1:
         assert result["low"] == result["high"] == 0.0
+
+
+def test_precomputed_case_scores_give_the_same_reports():
+    baseline_cells = [cell(f"c{i}", [i % 2, 1, (i // 2) % 2], model=m) for m in ("a", "b")
+                      for i in range(6)]
+    cells = [cell(f"c{i}", [1, i % 3 == 0, 0], model=m) for m in ("a", "b") for i in range(1, 7)]
+    scores, base = case_scores(cells), case_scores(baseline_cells)
+    assert report_groups(scores, threshold=0.5) == report_groups(cells, threshold=0.5)
+    assert compare(base, scores) == compare(baseline_cells, cells)
+    assert case_scores(iter(cells)) == scores  # any iterable of cells
+
+
+def test_absurd_scores_are_refused_by_name():
+    with pytest.raises(ValueError, match="'c1'.*finite numbers"):
+        case_scores([cell("c1", [1e308, 1e308])])
+    with pytest.raises(ValueError, match="'c2'.*inf"):
+        case_scores([cell("c1", [1.0]), cell("c2", [None, math.inf])])

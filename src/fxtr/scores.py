@@ -58,11 +58,11 @@ The choices where the contract leaves room, made once here:
 
 from __future__ import annotations
 
-import dataclasses
 import math
+import operator
 from collections import Counter
 from collections.abc import Hashable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple, cast
 
 from fxtr.stats import (
     Estimate,
@@ -100,11 +100,11 @@ IMPROVED = "improved"
 NO_CHANGE = "no significant change"
 
 _GATE_SLACK = 1e-12
+_BINARY = frozenset((0, 1))
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class CaseScore:
-    """One case's score, reduced over its samples.
+class CaseScore(NamedTuple):
+    """One case's score, reduced over its samples (a named tuple: cheap to make by the 10,000).
 
     Attributes:
         value: the mean of the samples that have a value; ``None`` for a missing case.
@@ -137,7 +137,8 @@ class CaseScore:
 
 def key_of(mapping: Mapping[str, Any]) -> Key:
     """The hashable key of a ``{dim: key}`` dict (``dict(key_of(d)) == d``)."""
-    return tuple(sorted(mapping.items()))
+    items = tuple(mapping.items())
+    return items if len(items) < 2 else tuple(sorted(items))
 
 
 def label(key: Key) -> str:
@@ -163,41 +164,76 @@ def case_scores(cells: Iterable[Mapping[str, Any]]) -> dict[Key, dict[Key, CaseS
         ValueError: a case that appears twice in one group, or a value that is not a finite
             number.
     """
-    rows: list[tuple[Key, Key, float | None, int, int]] = []
-    binary = unit = True
-    seen = False
+    # Hot: a 10,000-case report must cost milliseconds. One pass sums each case and builds it
+    # as if the score were binary, gathering every sample value; whether it is binary (or in
+    # [0, 1]) is then one scan in C over them all, and only a non-binary eval is rebuilt.
+    # (A column-wise version of this loop, with map(), chain() and compress(), measured slower.)
+    cells = cells if isinstance(cells, list | tuple) else list(cells)
+    out: dict[Key, dict[Key, CaseScore]] = {}
+    groups: dict[tuple[tuple[str, Any], ...], dict[Key, CaseScore]] = {}
+    every: list[Any] = []
+    fsum, isfinite, new = math.fsum, math.isfinite, _new
+    passed, failed, flaky = STABLE_PASS, STABLE_FAIL, FLAKY
+    for cell in cells:
+        items = tuple(cell["group"].items())
+        cases = groups.get(items)
+        if cases is None:
+            cases = groups[items] = out.setdefault(key_of(cell["group"]), {})
+        case = tuple(cell["case"].items())
+        if len(case) > 1:
+            case = tuple(sorted(case))
+        values = cell.get("values") or ()
+        if cell.get("status") == "missing":
+            cases[case] = new(CaseScore, (None, 0, len(values), None, None, True, True))
+            continue
+        try:
+            total = fsum(values)
+            present = values
+        except (TypeError, OverflowError):
+            present = [v for v in values if v is not None]
+            total = _total(present, cell)
+        n = len(present)
+        if not n:
+            cases[case] = new(CaseScore, (None, 0, len(values), None, None, True, True))
+            continue
+        if not isfinite(total):
+            _total(present, cell)
+        every += present
+        k = int(total)
+        verdict = passed if k == n else failed if k == 0 else flaky
+        cases[case] = new(CaseScore, (total / n, n, len(values), k, verdict, True, True))
+    if sum(len(cases) for cases in out.values()) != len(cells):
+        _raise_duplicate(cells)
+    if every and every.count(1.0) + every.count(0.0) == len(every):
+        return out
+    unit = bool(every) and min(every) >= 0 and max(every) <= 1
+    for cases in out.values():
+        for case, cs in cases.items():
+            cases[case] = new(CaseScore, (cs[0], cs[1], cs[2], None, None, False, unit))
+    return out
+
+
+_new = tuple.__new__
+
+
+def _raise_duplicate(cells: Iterable[Mapping[str, Any]]) -> None:
+    seen: set[tuple[Key, Key]] = set()
     for cell in cells:
         group, case = key_of(cell["group"]), key_of(cell["case"])
-        values: Sequence[Any] = cell.get("values") or ()
-        present = [] if cell.get("status") == "missing" else [v for v in values if v is not None]
-        total: float | None = None
-        if present:
-            total = _total(present, group, case)
-            seen = True
-            if binary:
-                binary = all(v == 0 or v == 1 for v in present)
-            if unit:
-                unit = min(present) >= 0 and max(present) <= 1
-        rows.append((group, case, total, len(present), len(values)))
-    binary = binary and seen
-    unit = unit and seen
-    out: dict[Key, dict[Key, CaseScore]] = {}
-    for group, case, total, n, samples in rows:
-        cases = out.setdefault(group, {})
-        if case in cases:
+        if (group, case) in seen:
             msg = (
                 f"case {label(case)!r} appears twice in group {dict(group)!r}; "
                 "give each case of a group one cell (its samples are its values)"
             )
             raise ValueError(msg)
-        cases[case] = _case_score(total, n, samples, binary, unit)
-    return out
+        seen.add((group, case))
 
 
-def _total(present: list[Any], group: Key, case: Key) -> float:
+def _total(present: Sequence[Any], cell: Mapping[str, Any]) -> float:
+    """The sum of a case's sample scores; a ``ValueError`` naming the case for a bad one."""
     try:
         total = math.fsum(present)
-    except TypeError:
+    except (TypeError, OverflowError):
         total = math.nan
     if not math.isfinite(total):
         bad = next(
@@ -205,24 +241,11 @@ def _total(present: list[Any], group: Key, case: Key) -> float:
             present,
         )
         msg = (
-            f"case {label(case)!r} of group {dict(group)!r} has the score {bad!r}; "
-            "scores must be finite numbers or bools (None for a missing sample)"
+            f"case {label(key_of(cell['case']))!r} of group {dict(cell['group'])!r} has the "
+            f"score {bad!r}; scores must be finite numbers or bools (None for a missing sample)"
         )
         raise ValueError(msg)
     return total
-
-
-def _case_score(
-    total: float | None, n: int, samples: int, binary: bool, unit: bool
-) -> CaseScore:
-    if total is None:
-        return CaseScore(None, 0, samples, binary=binary, unit=unit)
-    value = total / n
-    if not binary:
-        return CaseScore(value, n, samples, binary=False, unit=unit)
-    k = round(total)
-    verdict = STABLE_PASS if k == n else STABLE_FAIL if k == 0 else FLAKY
-    return CaseScore(value, n, samples, k, verdict, True, True)
 
 
 # --------------------------------------------------------------------------- groups
@@ -258,13 +281,18 @@ def group_statistics(
         ValueError: a scored case without a cluster label, or bad ``confidence``/``bounds``.
     """
     _check_bounds(bounds)
-    scored = [(key, cs) for key, cs in cases.items() if cs.value is not None]
-    values = [cs.value for _, cs in scored if cs.value is not None]
-    missing = len(cases) - len(scored)
-    incomplete = sum(1 for _, cs in scored if cs.n < cs.samples)
-    binary = bool(scored) and all(cs.binary for _, cs in scored)
-    span = bounds or ((0.0, 1.0) if scored and all(cs.unit for _, cs in scored) else None)
-    labels = _labels(scored, clusters)
+    keys, scored = list(cases), list(cases.values())
+    values: list[Any] = list(map(_VALUE, scored))
+    missing = values.count(None)
+    if missing:
+        keys = [key for key, cs in zip(keys, scored, strict=True) if cs[0] is not None]
+        scored = [cs for cs in scored if cs[0] is not None]
+        values = list(map(_VALUE, scored))
+    incomplete = sum(map(operator.lt, map(_N, scored), map(_SAMPLES, scored)))
+    binary = bool(scored) and all(map(_BINARY_FLAG, scored))
+    unit = bool(scored) and (binary or all(map(_UNIT_FLAG, scored)))
+    span = bounds or ((0.0, 1.0) if unit else None)
+    labels = _labels(keys, clusters)
     est = _interval(values, labels, span == (0.0, 1.0), confidence) if values else None
     mean = est.value if est else None
     out: dict[str, Any] = {
@@ -287,26 +315,42 @@ def group_statistics(
         "pass_at": {},
         "pass_hat": {},
     }
-    if binary and max(cs.samples for _, cs in scored) > 1:
-        out.update(_sampled(scored, labels))
+    if binary and max(map(_SAMPLES, scored)) > 1:
+        out.update(_sampled(keys, scored, labels))
     return out
 
 
+_VALUE, _N, _SAMPLES, _K = (operator.itemgetter(i) for i in range(4))
+_BINARY_FLAG, _UNIT_FLAG = operator.itemgetter(5), operator.itemgetter(6)
+
+
+Scores = Mapping[Key, Mapping[Key, CaseScore]]
+"""What :func:`case_scores` returns: ``{group key: {case key: CaseScore}}``."""
+
+
 def report_groups(
-    cells: Iterable[Mapping[str, Any]],
+    cells: Iterable[Mapping[str, Any]] | Scores,
     *,
     threshold: float | None = None,
     clusters: Mapping[Key, Hashable] | None = None,
     confidence: float = 0.95,
     bounds: tuple[float, float] | None = None,
 ) -> list[dict[str, Any]]:
-    """:func:`group_statistics` of every group of ``cells``, each with its ``"group"`` dict."""
+    """:func:`group_statistics` of every group, each with its ``"group"`` dict.
+
+    ``cells`` are the evaluation's cells, or what :func:`case_scores` made of them (pass that
+    when the same run is also compared, so its cells are reduced once).
+    """
     return [
         {"group": dict(group)}
         | group_statistics(cases, threshold=threshold, clusters=clusters,
                            confidence=confidence, bounds=bounds)
-        for group, cases in case_scores(cells).items()
+        for group, cases in _scores(cells).items()
     ]
+
+
+def _scores(cells: Iterable[Mapping[str, Any]] | Scores) -> Scores:
+    return cells if isinstance(cells, Mapping) else case_scores(cells)
 
 
 def _interval(
@@ -314,60 +358,80 @@ def _interval(
 ) -> Estimate:
     if labels is not None:
         return mean_ci(values, clusters=labels, confidence=confidence)
-    if unit and all(v == 0 or v == 1 for v in values):
-        return proportion_ci(round(math.fsum(values)), len(values), confidence=confidence)
+    if unit and values.count(1) + values.count(0) == len(values):
+        return proportion_ci(values.count(1), len(values), confidence=confidence)
     return mean_ci(values, confidence=confidence)
 
 
-def _sampled(scored: list[tuple[Key, CaseScore]], labels: list[Hashable] | None) -> dict[str, Any]:
+def _sampled(
+    keys: list[Key], scored: list[CaseScore], labels: list[Hashable] | None
+) -> dict[str, Any]:
     """Per-case k/n and verdicts, flaky cases, pass@k and pass^k across cases."""
-    cases = {label(key): {"k": cs.k, "n": cs.n, "verdict": cs.verdict} for key, cs in scored}
-    flaky = sorted(label(key) for key, cs in scored if cs.verdict == FLAKY)
-    smallest = min(cs.n for _, cs in scored)
-    counts = Counter((cs.n, cs.k or 0) for _, cs in scored)
+    cases: dict[str, dict[str, Any]] = {}
+    flaky = []
+    for key, cs in zip(keys, scored, strict=True):
+        name = str(key[0][1]) if len(key) == 1 else label(key)
+        cases[name] = {"k": cs[3], "n": cs[1], "verdict": cs[4]}
+        if cs[4] == FLAKY:
+            flaky.append(name)
+    flaky.sort()
+    # A case's pass@k depends on its (n, c) only: count the cases per (n, c) (per cluster too)
+    # and the statistics across thousands of cases take a few dozen evaluations.
+    pairs = list(zip(map(_N, scored), map(_K, scored), strict=True))
+    counts = Counter(pairs)
+    per_cluster: list[Counter[tuple[int, int]]] | None = None
+    if labels is not None:
+        grouped: dict[Hashable, Counter[tuple[int, int]]] = {}
+        for (group, nc), w in Counter(zip(labels, pairs, strict=True)).items():
+            grouped.setdefault(group, Counter())[nc] += w
+        per_cluster = list(grouped.values())
     pass_at: dict[int, dict[str, float | None]] = {}
     pass_hat: dict[int, dict[str, float | None]] = {}
-    for k in range(1, smallest + 1):
+    for k in range(1, min(n for n, _ in counts) + 1):
         for table, estimator in ((pass_at, pass_at_k), (pass_hat, pass_hat_k)):
             by_count = {nc: estimator(nc[0], nc[1], k) for nc in counts}
-            if labels is None:
-                table[k] = _weighted_mean(by_count, counts)
-            else:
-                est = mean_ci([by_count[(cs.n, cs.k or 0)] for _, cs in scored], clusters=labels)
-                table[k] = {"value": est.value, "stderr": est.stderr}
+            table[k] = _weighted_mean(by_count, counts, per_cluster)
     return {"cases": cases, "flaky": flaky, "pass_at": pass_at, "pass_hat": pass_hat}
 
 
 def _weighted_mean(
-    values: Mapping[tuple[int, int], float], counts: Mapping[tuple[int, int], int]
+    values: Mapping[tuple[int, int], float],
+    counts: Mapping[tuple[int, int], int],
+    per_cluster: list[Counter[tuple[int, int]]] | None,
 ) -> dict[str, float | None]:
-    """Mean and standard error across cases of a per-case value that depends on (n, c) only."""
+    """Mean and standard error across cases of a per-case value that depends on (n, c) only.
+
+    The same numbers as :func:`fxtr.stats.mean_ci` over the per-case values (clustered with
+    ``per_cluster``, the (n, c) counts of each cluster), from the counts alone.
+    """
     total = sum(counts.values())
-    mean = math.fsum(values[nc] * w for nc, w in counts.items()) / total
-    mean = min(1.0, max(0.0, mean))
-    if total < 2:
+    mean = min(1.0, max(0.0, math.fsum(values[nc] * w for nc, w in counts.items()) / total))
+    flat = len(set(values.values())) == 1
+    if per_cluster is None:
+        if total < 2:
+            return {"value": mean, "stderr": None}
+        ss = 0.0 if flat else math.fsum(w * (values[nc] - mean) ** 2 for nc, w in counts.items())
+        return {"value": mean, "stderr": math.sqrt(ss / (total - 1) / total)}
+    c = len(per_cluster)
+    if c < 2:
         return {"value": mean, "stderr": None}
-    ss = math.fsum(w * (values[nc] - mean) ** 2 for nc, w in counts.items())
-    if len(set(values.values())) == 1:
-        ss = 0.0
-    return {"value": mean, "stderr": math.sqrt(ss / (total - 1) / total)}
+    sums = [math.fsum(w * (values[nc] - mean) for nc, w in cluster.items())
+            for cluster in per_cluster]
+    between = 0.0 if flat else math.fsum(x * x for x in sums)
+    return {"value": mean, "stderr": math.sqrt(between * c / (c - 1)) / total}
 
 
-def _labels(
-    scored: list[tuple[Key, CaseScore]], clusters: Mapping[Key, Hashable] | None
-) -> list[Hashable] | None:
+def _labels(keys: list[Key], clusters: Mapping[Key, Hashable] | None) -> list[Hashable] | None:
     if clusters is None:
         return None
-    labels = []
-    for key, _ in scored:
-        if key not in clusters:
-            msg = (
-                f"case {label(key)!r} has no cluster label; give every case a value of the "
-                "cluster field (or do not cluster)"
-            )
-            raise ValueError(msg)
-        labels.append(clusters[key])
-    return labels
+    try:
+        return [clusters[key] for key in keys]
+    except KeyError as error:
+        msg = (
+            f"case {label(error.args[0])!r} has no cluster label; give every case a value of "
+            "the cluster field (or do not cluster)"
+        )
+        raise ValueError(msg) from None
 
 
 def _passed(mean: float | None, threshold: float | None, missing: int) -> bool:
@@ -394,8 +458,8 @@ def _check_bounds(bounds: tuple[float, float] | None) -> None:
 
 
 def compare(
-    baseline_cells: Iterable[Mapping[str, Any]],
-    cells: Iterable[Mapping[str, Any]],
+    baseline_cells: Iterable[Mapping[str, Any]] | Scores,
+    cells: Iterable[Mapping[str, Any]] | Scores,
     *,
     margin: float = 0.0,
     confidence: float = 0.95,
@@ -406,8 +470,8 @@ def compare(
     """This run against a baseline run, per group, paired by case keys.
 
     Args:
-        baseline_cells: the baseline run's cells.
-        cells: this run's cells.
+        baseline_cells: the baseline run's cells (or their :func:`case_scores`).
+        cells: this run's cells (or their :func:`case_scores`).
         margin: how far below 0 the whole interval of the difference must lie for
             ``regressed`` (≥ 0).
         confidence: the interval's confidence level (and 1 − the MDE's α).
@@ -428,7 +492,7 @@ def compare(
         msg = f"margin must be a finite number >= 0 (a difference the run may lose), not {margin!r}"
         raise ValueError(msg)
     _check_bounds(bounds)
-    base, run = case_scores(baseline_cells), case_scores(cells)
+    base, run = _scores(baseline_cells), _scores(cells)
     groups = list(run) + [g for g in base if g not in run]
     return [
         _compare_group(
@@ -449,37 +513,37 @@ def _compare_group(
     clusters: Mapping[Key, Hashable] | None,
     bounds: tuple[float, float] | None,
 ) -> dict[str, Any]:
-    base_scored = {k: cs for k, cs in base.items() if cs.value is not None}
-    run_scored = {k: cs for k, cs in run.items() if cs.value is not None}
-    paired = [k for k in run_scored if k in base_scored]
-    everything = list(base_scored.values()) + list(run_scored.values())
-    unit = bool(everything) and all(cs.unit for cs in everything)
-    span = bounds or ((0.0, 1.0) if unit else None)
-    bar = threshold if threshold is not None else (0.5 if unit else None)
+    before, before_n, unit_before = _scored(base)
+    after, after_n, unit_after = _scored(run)
+    paired, a, b = _pairs(base, run)
+    if None in a or None in b:
+        kept = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x is not None
+                and y is not None]
+        paired, a, b = [paired[i] for i in kept], [a[i] for i in kept], [b[i] for i in kept]
+    span = bounds or ((0.0, 1.0) if unit_before and unit_after and (before_n or after_n) else None)
+    bar = threshold if threshold is not None else (0.5 if span == (0.0, 1.0) else None)
     out: dict[str, Any] = {
         "group": dict(group),
-        "mean": _mean(base_scored.values()),
-        "run_mean": _mean(run_scored.values()),
+        "mean": before,
+        "run_mean": after,
         "delta": None,
         "stderr": None,
         "low": None,
         "high": None,
         "interval": None,
         "n_paired": len(paired),
-        "flipped": _flips(paired, base_scored, run_scored, bar),
+        "flipped": _flips(paired, b, a, bar),
         "pass_bar": bar,
         "mde": None,
         "verdict": NO_CHANGE,
         "margin": margin,
-        "only_in_baseline": sum(1 for k in base_scored if k not in run_scored),
-        "only_in_run": len(run_scored) - len(paired),
+        "only_in_baseline": before_n - len(paired),
+        "only_in_run": after_n - len(paired),
     }
     if not paired:
         return out
     est = paired_difference(
-        [run_scored[k].value or 0.0 for k in paired],
-        [base_scored[k].value or 0.0 for k in paired],
-        clusters=_labels([(k, run_scored[k]) for k in paired], clusters),
+        cast(list[float], a), cast(list[float], b), clusters=_labels(paired, clusters),
         confidence=confidence,
     )
     width = (span[0] - span[1], span[1] - span[0]) if span else None
@@ -496,25 +560,42 @@ def _compare_group(
     return out
 
 
+def _scored(cases: Mapping[Key, CaseScore]) -> tuple[float | None, int, bool]:
+    """The mean over the scored cases, their number, and whether the score lies in [0, 1]."""
+    values = [v for v in map(_VALUE, cases.values()) if v is not None]
+    if not values:
+        return None, 0, True
+    unit = all(map(_UNIT_FLAG, cases.values()))
+    return math.fsum(values) / len(values), len(values), unit
+
+
+def _pairs(
+    base: Mapping[Key, CaseScore], run: Mapping[Key, CaseScore]
+) -> tuple[list[Key], list[float | None], list[float | None]]:
+    """The case keys of both runs and each run's values for them (``None`` where missing)."""
+    keys = list(run)
+    if len(base) == len(keys) and list(base) == keys:  # the usual case: no key lookups at all
+        return keys, list(map(_VALUE, run.values())), list(map(_VALUE, base.values()))
+    paired = [key for key in keys if key in base]
+    return paired, _values_of(run, paired), _values_of(base, paired)
+
+
+def _values_of(cases: Mapping[Key, CaseScore], keys: list[Key]) -> list[float | None]:
+    if len(keys) < 2:
+        return [cases[key][0] for key in keys]
+    return list(map(_VALUE, operator.itemgetter(*keys)(cases)))
+
+
 def _flips(
-    paired: list[Key],
-    base: Mapping[Key, CaseScore],
-    run: Mapping[Key, CaseScore],
-    bar: float | None,
+    paired: list[Key], before: list[Any], after: list[Any], bar: float | None
 ) -> dict[str, list[str]]:
     flipped: dict[str, list[str]] = {"to_fail": [], "to_pass": []}
     if bar is None:
         return flipped
     cut = bar - _GATE_SLACK * max(1.0, abs(bar))
-    for key in paired:
-        was, now = (base[key].value or 0.0) >= cut, (run[key].value or 0.0) >= cut
-        if was != now:
-            flipped["to_pass" if now else "to_fail"].append(label(key))
+    for key, was, now in zip(paired, before, after, strict=True):
+        if (was >= cut) != (now >= cut):
+            flipped["to_pass" if now >= cut else "to_fail"].append(label(key))
     flipped["to_fail"].sort()
     flipped["to_pass"].sort()
     return flipped
-
-
-def _mean(cases: Iterable[CaseScore]) -> float | None:
-    values = [cs.value for cs in cases if cs.value is not None]
-    return math.fsum(values) / len(values) if values else None

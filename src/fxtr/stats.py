@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import operator
 from collections.abc import Hashable, Iterable, Sequence
 from statistics import NormalDist
 from typing import Any
@@ -127,7 +128,11 @@ def mean_ci(
             is not a finite number, or a confidence outside (0, 1).
     """
     _check_confidence(confidence)
-    xs = _finite_floats(values, "mean_ci")
+    return _mean_ci(_finite_floats(values, "mean_ci"), clusters, confidence)
+
+
+def _mean_ci(xs: list[float], clusters: Iterable[Hashable] | None, confidence: float) -> Estimate:
+    """:func:`mean_ci` of values already checked."""
     n = len(xs)
     mean = _mean(xs)
     if clusters is None:
@@ -238,8 +243,8 @@ def paired_difference(
             "pairs need one value of each per case, in the same order"
         )
         raise ValueError(msg)
-    return mean_ci([x - y for x, y in zip(xs, ys, strict=True)], clusters=clusters,
-                   confidence=confidence)
+    _check_confidence(confidence)
+    return _mean_ci(list(map(operator.sub, xs, ys)), clusters, confidence)
 
 
 # --------------------------------------------------------------------------- pass@k
@@ -256,7 +261,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     computed as ``−expm1(Σ log1p(−k/i))`` (or the equal product over the k draws,
     ``Π_{i=0}^{k−1} (1 − c/(n − i))``, whichever has fewer terms), which keeps full relative
     precision when pass@k is tiny and never forms a binomial coefficient. It is 1 when
-    ``n − c < k`` (every draw of k contains a pass).
+    ``n − c < k`` (every draw of k contains a pass), and exactly ``c/n`` for k = 1.
 
     Raises:
         ValueError: n < 1, c outside 0..n, or k outside 1..n.
@@ -264,6 +269,8 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     n, c, k = _check_pass_args(n, c, k, "pass_at_k")
     if n - c < k:
         return 1.0
+    if k == 1:
+        return c / n  # pass@1 is the pass rate, exactly
     if c <= k:
         log_miss = math.fsum(math.log1p(-k / i) for i in range(n - c + 1, n + 1))
     else:
@@ -545,7 +552,7 @@ def _t_estimate(
 
 
 def _finite_floats(values: Iterable[float], where: str) -> list[float]:
-    xs = [float(v) for v in values]
+    xs = list(map(float, values))
     if not xs:
         msg = f"{where} needs at least one value; with none there is nothing to estimate"
         raise ValueError(msg)
@@ -570,7 +577,8 @@ def _all_equal(xs: list[float]) -> bool:
 def _sum_of_squares(xs: list[float], mean: float) -> float:
     if _all_equal(xs):
         return 0.0
-    return math.fsum((x - mean) ** 2 for x in xs)
+    residuals = [x - mean for x in xs]
+    return math.fsum(map(operator.mul, residuals, residuals))
 
 
 def _check_confidence(confidence: float) -> None:
