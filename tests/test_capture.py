@@ -716,6 +716,35 @@ def test_failures_raise_what_the_sdk_raises_and_are_classified(api, status, tmp_
                 assert key.encode() not in path.read_bytes(), path
 
 
+@pytest.mark.parametrize("api", APIS)
+def test_the_sdks_own_transport_failures_are_unknown_with_their_category(api):
+    """A timeout or a refused connection inside the SDK is the model call's own failure:
+    reason unknown, category timeout / connection; the SDK's exception is raised unchanged."""
+    sdk = anthropic if api == "messages" else openai
+    mod = transport_module(sdk)
+    kwargs = _calls(api)[1]
+    for raised, category in (
+        (mod.ReadTimeout("timed out"), "timeout"),
+        (mod.ConnectError("refused"), "connection"),
+    ):
+
+        def handler(request: Any, raised: Exception = raised) -> Any:
+            raise raised
+
+        http = mod.Client(transport=mod.MockTransport(handler))
+        if api == "messages":
+            client = anthropic.Anthropic(api_key=ANTHROPIC_KEY, max_retries=0, http_client=http)
+        else:
+            client = openai.OpenAI(api_key=KEY, max_retries=0, http_client=http)
+        tracing = _task_client()
+        with tracing.task("t") as t:
+            got = _error_of(lambda client=client: _create(client, api).create(**kwargs))
+        assert isinstance(got, sdk.APIConnectionError)
+        assert isinstance(got, sdk.APITimeoutError) == (category == "timeout")
+        (node,) = t.graph.find(kind="model_call")
+        assert (node.status, node.reason, node.category) == ("failed", "unknown", category)
+
+
 # threads --------------------------------------------------------------------------------
 
 

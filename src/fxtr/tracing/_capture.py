@@ -128,6 +128,16 @@ class _SDK:
         self.name = name
         model = getattr(models, "BaseModel", None)
         self.models: tuple[type, ...] = (model,) if isinstance(model, type) else ()
+        errors = sys.modules.get(f"{name}._exceptions")
+        self.transport_errors = tuple(
+            (cls, category)
+            for cls, category in (
+                (getattr(errors, "APITimeoutError", None), "timeout"),
+                (getattr(errors, "APIConnectionError", None), "connection"),
+            )
+            if isinstance(cls, type)
+        )
+        """The SDK's own transport failures: a model call's, so ``unknown`` (DESIGN §3)."""
         self.streams = tuple(
             cls for cls in (getattr(streaming, "Stream", None),) if isinstance(cls, type)
         )
@@ -246,8 +256,12 @@ class _Call:
 
         if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, GeneratorExit)):
             self.record.cancel()
-        else:
-            self.record.fail(exc)
+            return
+        for cls, category in self.sdk.transport_errors:
+            if isinstance(exc, cls):
+                self.record.fail(exc, reason="unknown", category=category)
+                return
+        self.record.fail(exc)
 
     def returned(self, result: Any) -> Any:
         """Read or wrap what the SDK returned, and return that same object."""

@@ -154,11 +154,21 @@ class CallRecord:
             "succeeded", input_tokens, output_tokens, cached_input_tokens, cost, reply, None, extra
         )
 
-    def fail(self, error: BaseException, *, reply: str | None = None, **usage: Any) -> None:
+    def fail(
+        self,
+        error: BaseException,
+        *,
+        reply: str | None = None,
+        reason: str | None = None,
+        category: str | None = None,
+        **usage: Any,
+    ) -> None:
         """Record a call that failed with ``error`` (classified; its text redacted).
 
         A failure costs what its reported tokens cost, $0 when it reported none (providers
         do not bill a refused request): ``None`` stays reserved for an unknown price.
+        ``reason`` and ``category`` replace the classifier's when the caller knows better
+        (an SDK's own transport failure is a model call's, not a tool's).
         """
         self._finish(
             "failed",
@@ -169,6 +179,7 @@ class CallRecord:
             reply,
             error,
             usage,
+            (reason, category),
         )
 
     def cancel(self, *, reply: str | None = None, **usage: Any) -> None:
@@ -194,10 +205,12 @@ class CallRecord:
         reply: str | None,
         error: BaseException | None,
         extra: dict[str, Any],
+        why: tuple[str | None, str | None] = (None, None),
     ) -> None:
         if self._done:
             return
         self._done = True
+        reason, category = why
         reply = clip(reply)
         error_text = _error_text(error) if error is not None else None
         node = self.node
@@ -208,7 +221,9 @@ class CallRecord:
             node.attrs["cached_input_tokens"] = cached
             node.attrs["reply"] = reply
             node.attrs.update(extra)
-            self.graph.end(node, status, error=error, error_text=error_text)
+            self.graph.end(
+                node, status, error=error, error_text=error_text, reason=reason, category=category
+            )
         if self.invocation is not None:
             detail: dict[str, Any] = {
                 "model": self.model,
@@ -229,7 +244,9 @@ class CallRecord:
                 from fxtr.models._classify import classify, failure_category
 
                 detail.update(
-                    error=error_text, reason=classify(error), category=failure_category(error)
+                    error=error_text,
+                    reason=reason or classify(error),
+                    category=category or failure_category(error),
                 )
             _add_to_invocation(self.invocation, detail)
 
