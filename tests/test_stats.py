@@ -269,6 +269,18 @@ def test_paired_difference_rejects_unequal_lengths():
         paired_difference([1, 2, 3], [1, 2])
 
 
+def test_paired_difference_edge_cases():
+    with pytest.raises(ValueError, match="at least one value"):
+        paired_difference([], [])
+    one = paired_difference([0.2], [0.5])
+    assert (one.value, one.stderr, one.low, one.high, one.n) == (pytest.approx(-0.3), None, None,
+                                                                 None, 1)
+    same = paired_difference([0.9, 0.4, 0.7], [0.8, 0.3, 0.6])  # every case up by 0.1
+    assert same.value == pytest.approx(0.1) and same.stderr == pytest.approx(0.0, abs=1e-15)
+    one_cluster = paired_difference([1.0, 0.0], [0.0, 0.0], clusters=["a", "a"])
+    assert (one_cluster.stderr, one_cluster.clusters) == (None, 1)
+
+
 # --------------------------------------------------------------------------- pass@k
 
 
