@@ -564,6 +564,33 @@ def test_links_in_a_message_say_nothing():
     assert failure_category(SDKError(429, groq)) == "rate_limit"
 
 
+def test_capacity_words_do_not_override_a_client_error_status():
+    """ "Service unavailable for account" in a 403 is a permission problem, not an overload."""
+    body = {"errors": [{"message": "Service unavailable for this account", "code": 3023}]}
+    assert category_from_http(403, body) == "permission"
+    assert category_from_http(400, {"error": {"message": "at capacity"}}) == "invalid_request"
+    assert category_from_http(503, {"error": {"message": "Service unavailable"}}) == "overloaded"
+    assert category_from_http(200, {"error": {"message": "Engine overloaded"}}) == "overloaded"
+
+
+def test_a_server_error_code_counts_after_the_message():
+    """`api_error`/`server_error` name a provider failure unless the message says more."""
+    event = 'event: error\ndata: {"type":"error","error":{"type":"api_error","message":"boom"}}\n'
+    assert category_from_http(200, event) == "server_error"
+    assert classify(SDKError(200, {"error": {"code": "server_error", "message": "x"}})) == "unknown"
+    overflow = {"error": {"type": "server_error", "message": "the prompt exceeds the context size"}}
+    assert category_from_http(500, overflow) == "context_overflow"
+
+
+def test_a_document_kept_as_a_string_is_read():
+    """A gateway that logs the upstream body as a string (JSON or SSE) under its own key."""
+    sse = 'event: error\ndata: {"type":"error","error":{"type":"rate_limit_error","message":"x"}}'
+    assert category_from_http(200, {"streamed_data": sse}) == "rate_limit"
+    inner = json.dumps({"error": {"code": "context_length_exceeded", "message": "too long"}})
+    assert category_from_http(400, {"upstream_body": inner}) == "context_overflow"
+    assert category_from_http(400, {"note": "default settings"}) == "invalid_request"
+
+
 @pytest.mark.parametrize(
     ("message", "category"),
     [
@@ -590,6 +617,16 @@ def test_links_in_a_message_say_nothing():
             " supported range is from 1 (inclusive) to 65537 (exclusive).",
             "output_limit",
         ),
+        (
+            "max_completion_tokens is too large: 200000. This model supports at most 65536",
+            "output_limit",
+        ),
+        ("Invalid max_tokens value, the valid range of max_tokens is [1, 8192]", "output_limit"),
+        # windows named by other servers: sequence-length caps, llama.cpp's context shift
+        ("prompt length 9000 must be less than max_seq_len (8192)", "context_overflow"),
+        ("Input exceeds the maximum sequence length of the model", "context_overflow"),
+        ("context shift is disabled", "context_overflow"),
+        ("Too many input tokens in this request: 40000 > 32768", "context_overflow"),
     ],
 )
 def test_output_cap_and_context_window_are_told_apart(message, category):

@@ -109,9 +109,16 @@ CODE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("timeout", re.compile(r"timeout|timed_?out|deadline_exceeded")),
 )
 
+SERVER_ERROR_CODE = re.compile(r"\bapi_error\b|\bserver_error\b|\binternal_(server_)?error\b")
+"""A code that says the provider failed (``api_error``, ``server_error``): tried only after the
+message, which may say more (llama.cpp sends its context overflows as ``server_error``), and
+the stand-in status of an error event inside a 200 stream."""
+
 # -- rules on message text, lower-cased -------------------------------------------------------
 OUTPUT_LIMIT = re.compile(
     r"supports at most \d+ (completion|output) tokens|"
+    r"max_(completion_|output_|new_)?tokens[`']? is too large: \d+\.? this model supports at most|"
+    r"valid range of max_(completion_|output_|new_)?tokens|"
     r"maximum allowed number of output tokens|"
     r"max_(completion_|output_|new_)?tokens`?'?:? integer above maximum|"
     r"max_tokens`? must be less than or equal to|"
@@ -131,9 +138,10 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"context[ _]?(length|window|size|limit)|"
             r"maximum context|maximum prompt length|n_ctx\b|prompt( tokens?)? (is |are )?too long|"
             r"input( tokens?)? (is |are )?too long|too long and exceeds|maximum model length|"
-            r"max_model_len|"
+            r"max_model_len|max_seq(uence)?_len(gth)?\b|maximum sequence length|context shift|"
             r"input length|too many input tokens|"
-            r"input token count|`inputs` must have less than \d+ tokens|too many tokens: |"
+            r"input token count|`inputs` must have less than \d+ tokens|"
+            r"too many (input |prompt )?tokens(?!,? please wait| per )|"
             r"reduce the length of the (messages|prompt)|"
             r"exceeds? the (model'?s? )?(maximum )?token limit|size limit exceeded by \d+ tokens|"
             r"exceeded model token limit|request_too_large_for_model|"
@@ -236,12 +244,19 @@ _TEXT_KEYS = frozenset(
         "title",
         "error_msg",
         "raw",
+        "param",
     )
 )
-"""Fields holding message text; ``raw`` is OpenRouter's copy of the upstream provider's error."""
+"""Fields holding message text; ``raw`` is OpenRouter's copy of the upstream provider's error,
+``param`` where a gateway puts the upstream message (new-api's ``upstream_error``)."""
 _STATUS_KEYS = frozenset(
     ("code", "status", "statuscode", "status_code", "http_status", "raw_status_code")
 )
+
+
+_NESTED_START = frozenset(("{", "[", "e", "d"))
+"""First characters of a string that may hold a nested document: JSON, or an SSE stream
+(``event:``/``data:``) that a gateway logged as a string (Helicone's ``streamed_data``)."""
 
 
 class _Signals:
@@ -299,12 +314,11 @@ def _walk(node: Any, out: _Signals, depth: int) -> None:
                     out.codes.append("blocked_prompt")
                 elif "guardrail" in name and value.upper().endswith("INTERVENED"):
                     out.codes.append("guardrail")  # Bedrock: amazon-bedrock-guardrailAction
-                if name in _TEXT_KEYS:
-                    parsed = _parse_text(value) if value[:1] in ("{", "[") else value
-                    if parsed is value:
-                        out.text.append(value.lower())
-                    else:
-                        _walk(parsed, out, depth + 1)
+                parsed = _parse_text(value) if value[:1] in _NESTED_START else value
+                if parsed is not value:  # a JSON document or an SSE stream kept as a string
+                    _walk(parsed, out, depth + 1)
+                elif name in _TEXT_KEYS:
+                    out.text.append(value.lower())
             elif isinstance(value, int) and name in _STATUS_KEYS:
                 if out.embedded_status is None:
                     out.embedded_status = _as_status(value)
@@ -402,16 +416,28 @@ def category_from_http(
     by_code = _first(CODE_RULES, codes) if codes else None
     if by_code is not None:
         return by_code
-    if not text:
-        return _by_status(status)
+    by_text = _by_message(status, text) if text else None
+    if status == 413 and by_text not in ("context_overflow", "rate_limit", "billing", "quota"):
+        return "payload_too_large"
+    if by_text is None and SERVER_ERROR_CODE.search(codes):
+        return "server_error"
+    return by_text or _by_status(status)
+
+
+def _by_message(status: int | None, text: str) -> str | None:
+    """The category the message text names, if any (rule 3 of the module docstring).
+
+    A rate limit named in a 5xx is the provider's own trouble, and capacity words in a client
+    error (Cloudflare's 403 "Service unavailable for account") do not override its status.
+    """
     if OUTPUT_LIMIT.search(text):
         return "output_limit"
     by_text = _first(MESSAGE_RULES, text)
     if by_text == "rate_limit" and status is not None and status >= 500:
-        by_text = None
-    if status == 413 and by_text not in ("context_overflow", "rate_limit", "billing", "quota"):
-        return "payload_too_large"
-    return by_text or _by_status(status)
+        return None
+    if by_text == "overloaded" and status is not None and 400 <= status < 500:
+        return None
+    return by_text
 
 
 def _body_of(error: Any) -> Any:
