@@ -20,13 +20,16 @@ fires wins:
    ``finish_reason``, Gemini's ``blockReason``, an ``x-amzn-ErrorType`` header, an AWS
    event-stream exception key), whatever the status: refusal, content filter, context
    overflow, billing, quota, rate limit, overload, timeout;
-3. the message text (``message``, ``detail``, ``error`` strings, JSON nested in them,
-   OpenRouter's ``metadata.raw``; links removed; English, Chinese and a few Japanese, Spanish
-   and French phrasings): output cap (``max_tokens`` over what the model can produce, checked
-   first so it is never taken for an overflow), context overflow, content filter, quota,
-   billing, rate limit (not on a 5xx), overload. A 413 counts only a token-window or budget
-   message; otherwise it is ``payload_too_large`` (the provider's byte limit);
-4. the status alone (``STATUS_CATEGORY``; other 5xx ``server_error``, other 4xx
+3. the message text (``message``, ``detail``, ``error``, ``param`` strings, JSON or SSE
+   documents kept as strings under any key, OpenRouter's ``metadata.raw``; links removed;
+   English, Chinese and a few Japanese, Spanish and French phrasings): output cap
+   (``max_tokens`` over what the model can produce, checked first so it is never taken for
+   an overflow), context overflow, content filter, quota, billing, rate limit (not on a
+   5xx), overload (not on a 4xx: capacity words do not override a client error). A 413
+   counts only a token-window or budget message; otherwise it is ``payload_too_large`` (the
+   provider's byte limit);
+4. a code that names a provider failure (``api_error``, ``server_error``): ``server_error``;
+5. the status alone (``STATUS_CATEGORY``; other 5xx ``server_error``, other 4xx
    ``invalid_request``, no status or 2xx ``unknown``).
 
 Numbers quoted inside a body ("error code 429 returned by upstream") are never read as a
