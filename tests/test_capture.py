@@ -745,6 +745,42 @@ def test_the_sdks_own_transport_failures_are_unknown_with_their_category(api):
         assert (node.status, node.reason, node.category) == ("failed", "unknown", category)
 
 
+def test_refusals_inside_a_200_are_failed_calls_with_reason_refusal():
+    """A refusal (OpenAI's refusal field, Anthropic's stop_reason refusal) or a content filter
+    is recorded as a failed call, reason refusal; the SDK's result is returned unchanged."""
+    bodies = []
+    if openai is not None:
+        refusal = {"role": "assistant", "content": None, "refusal": "I can't help with that."}
+        chat = {**CHAT_OK, "choices": [{**CHAT_OK["choices"][0], "message": refusal}]}
+        filtered = {
+            **CHAT_OK,
+            "choices": [{**CHAT_OK["choices"][0], "finish_reason": "content_filter"}],
+        }
+        bodies += [("chat", chat, "refusal"), ("chat", filtered, "content_filter")]
+    if anthropic is not None:
+        declined = {**MESSAGE_OK, "stop_reason": "refusal", "content": []}
+        bodies.append(("messages", declined, "refusal"))
+    if not bodies:
+        pytest.skip("neither SDK is installed")
+    for api, body, category in bodies:
+        sdk = anthropic if api == "messages" else openai
+        mod = transport_module(sdk)
+        http = mod.Client(
+            transport=mod.MockTransport(lambda r, body=body, mod=mod: mod.Response(200, json=body))
+        )
+        if api == "messages":
+            client = anthropic.Anthropic(api_key=ANTHROPIC_KEY, max_retries=0, http_client=http)
+        else:
+            client = openai.OpenAI(api_key=KEY, max_retries=0, http_client=http)
+        tracing = _task_client()
+        with tracing.task("t") as t:
+            got = _create(client, api).create(**_calls(api)[1])
+        assert got.model_dump()["id"] == body["id"]
+        (node,) = t.graph.find(kind="model_call")
+        assert (node.status, node.reason, node.category) == ("failed", "refusal", category)
+        assert node.input_tokens > 0 and node.cost_usd > 0  # a refusal is billed
+
+
 # threads --------------------------------------------------------------------------------
 
 

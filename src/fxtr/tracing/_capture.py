@@ -297,8 +297,15 @@ class _Call:
         extra: dict[str, Any] = {"stop_reason": reply.stop_reason}
         if not reply.usage_seen:
             extra["note"] = _NO_USAGE.get(self.api, "the provider reported no usage")
+        declined = reply.declined
         if reply.error is not None:
             record.fail(StreamError(reply.error), reply=reply.text, **usage, **extra)
+        elif declined is not None:
+            # what fxtr.models counts as a failed call: the model declined inside a 200
+            error = ModelDeclined(f"{declined}: {reply.text or reply.stop_reason}")
+            record.fail(
+                error, reply=reply.text, reason="refusal", category=declined, **usage, **extra
+            )
         elif closed_early and not reply.finished:
             record.cancel(reply=reply.text, **usage, note="stream closed before its end")
         else:
@@ -377,6 +384,13 @@ _watched: set[weakref.ref[Any]] = set()
 
 class StreamError(Exception):
     """An error the provider reported inside a stream that the SDK did not raise."""
+
+
+class ModelDeclined(Exception):
+    """The model refused, or a content filter stopped it, inside a 200 response.
+
+    Recorded on the call's node only; the SDK's result reaches the caller unchanged.
+    """
 
 
 def _observed(inner: Iterator[Any], call: _Call) -> Iterator[Any]:

@@ -121,6 +121,7 @@ class Reply:
         "input_tokens",
         "output_tokens",
         "parts",
+        "refused",
         "stop_reason",
         "usage_seen",
     )
@@ -132,6 +133,8 @@ class Reply:
         self.cache_writes = 0
         self.parts: list[str] = []
         self.stop_reason: str | None = None
+        self.refused = False
+        """The model sent a refusal (OpenAI's ``refusal`` field or block)."""
         self.usage_seen = False
         self.finished = False
         """The stream's final event was seen."""
@@ -141,6 +144,15 @@ class Reply:
     @property
     def text(self) -> str | None:
         return "".join(self.parts) if self.parts else None
+
+    @property
+    def declined(self) -> str | None:
+        """``refusal`` or ``content_filter`` when the model declined inside a 200 response."""
+        if self.refused or self.stop_reason == "refusal":
+            return "refusal"
+        if self.stop_reason == "content_filter":
+            return "content_filter"
+        return None
 
     # usage of each API ------------------------------------------------------------------
 
@@ -187,14 +199,16 @@ class Reply:
             self.chat_usage(_g(data, "usage"))
             for choice in (_g(data, "choices") or ())[:1]:
                 message = _g(choice, "message")
-                text = _g(message, "content") or _g(message, "refusal")
+                refusal = _g(message, "refusal")
+                text = _g(message, "content") or refusal
                 if isinstance(text, str):
                     self.parts.append(text)
+                self.refused = isinstance(refusal, str) and bool(refusal)
                 self.stop_reason = _g(choice, "finish_reason")
         elif api == "responses":
             self.responses_usage(_g(data, "usage"))
-            self.parts.extend(_responses_text(data))
-            self.stop_reason = _g(data, "status")
+            self.parts.extend(_responses_text(data, self))
+            self.stop_reason = _responses_stop(data)
         elif api == "messages":
             self.messages_usage(_g(data, "usage"))
             for block in _g(data, "content") or ():
@@ -220,9 +234,12 @@ class Reply:
                 if _g(choice, "index") not in (0, None):
                     continue
                 delta = _g(choice, "delta")
-                text = _g(delta, "content") or _g(delta, "refusal")
+                refusal = _g(delta, "refusal")
+                text = _g(delta, "content") or refusal
                 if isinstance(text, str):
                     self.parts.append(text)
+                if isinstance(refusal, str) and refusal:
+                    self.refused = True
                 reason = _g(choice, "finish_reason")
                 if reason:
                     self.stop_reason = reason
@@ -230,14 +247,15 @@ class Reply:
             return
         kind = _g(event, "type")
         if api == "responses":
-            if kind == "response.output_text.delta":
+            if kind in ("response.output_text.delta", "response.refusal.delta"):
                 delta = _g(event, "delta")
                 if isinstance(delta, str):
                     self.parts.append(delta)
+                self.refused = self.refused or kind == "response.refusal.delta"
             elif kind in ("response.completed", "response.incomplete", "response.failed"):
                 response = _g(event, "response")
                 self.responses_usage(_g(response, "usage"))
-                self.stop_reason = _g(response, "status")
+                self.stop_reason = _responses_stop(response)
                 self.finished = True
                 if kind == "response.failed":
                     error = _g(response, "error")
@@ -260,15 +278,23 @@ class Reply:
                 self.finished = True
 
 
-def _responses_text(data: Any) -> list[str]:
+def _responses_stop(data: Any) -> Any:
+    """The response's status, or ``content_filter`` when it stopped on one."""
+    if _g(_g(data, "incomplete_details"), "reason") == "content_filter":
+        return "content_filter"
+    return _g(data, "status")
+
+
+def _responses_text(data: Any, reply: Reply) -> list[str]:
     parts: list[str] = []
     for item in _g(data, "output") or ():
         if _g(item, "type") != "message":
             continue
         for block in _g(item, "content") or ():
-            text = _g(block, "text")
-            if _g(block, "type") in ("output_text", "refusal") and isinstance(text, str):
-                parts.append(text)
-            elif _g(block, "type") == "refusal" and isinstance(_g(block, "refusal"), str):
+            kind = _g(block, "type")
+            if kind == "output_text" and isinstance(_g(block, "text"), str):
+                parts.append(_g(block, "text"))
+            elif kind == "refusal" and isinstance(_g(block, "refusal"), str):
                 parts.append(_g(block, "refusal"))
+                reply.refused = True
     return parts
