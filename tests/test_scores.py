@@ -164,6 +164,10 @@ def test_explicit_bounds_clip_and_decide_against_wilson():
     assert stats["high"] == pytest.approx(t_interval(values)[1], rel=1e-10)
     with pytest.raises(ValueError, match="bounds"):
         group_statistics(cases, bounds=(1.0, 0.0))
+    with pytest.raises(ValueError, match="confidence"):
+        group_statistics({}, confidence=95)
+    with pytest.raises(ValueError, match="confidence"):
+        compare([], [], confidence=0)
 
 
 def test_clusters_give_the_clustered_t_interval():

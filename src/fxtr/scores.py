@@ -77,11 +77,15 @@ from fxtr.stats import (
 )
 
 __all__ = [
-    "CaseScore",
-    "Key",
+    "FLAKY",
+    "IMPROVED",
+    "NO_CHANGE",
+    "REGRESSED",
     "STABLE_FAIL",
     "STABLE_PASS",
-    "FLAKY",
+    "CaseScore",
+    "Key",
+    "Scores",
     "case_scores",
     "compare",
     "group_statistics",
@@ -102,7 +106,6 @@ IMPROVED = "improved"
 NO_CHANGE = "no significant change"
 
 _GATE_SLACK = 1e-12
-_BINARY = frozenset((0, 1))
 
 
 class CaseScore(NamedTuple):
@@ -282,7 +285,7 @@ def group_statistics(
     Raises:
         ValueError: a scored case without a cluster label, or bad ``confidence``/``bounds``.
     """
-    _check_bounds(bounds)
+    _check_options(bounds, confidence)
     keys, scored = list(cases), list(cases.values())
     values: list[Any] = list(map(_VALUE, scored))
     missing = values.count(None)
@@ -450,6 +453,13 @@ def _clip(x: float | None, span: tuple[float, float] | None) -> float | None:
     return min(span[1], max(span[0], x))
 
 
+def _check_options(bounds: tuple[float, float] | None, confidence: float) -> None:
+    if not 0.0 < confidence < 1.0:
+        msg = f"confidence must lie strictly between 0 and 1 (e.g. 0.95), not {confidence!r}"
+        raise ValueError(msg)
+    _check_bounds(bounds)
+
+
 def _check_bounds(bounds: tuple[float, float] | None) -> None:
     if bounds is not None and not (len(bounds) == 2 and bounds[0] <= bounds[1]):
         msg = f"bounds must be a (low, high) pair with low <= high, not {bounds!r}"
@@ -493,7 +503,7 @@ def compare(
     if not (math.isfinite(margin) and margin >= 0):
         msg = f"margin must be a finite number >= 0 (a difference the run may lose), not {margin!r}"
         raise ValueError(msg)
-    _check_bounds(bounds)
+    _check_options(bounds, confidence)
     base, run = _scores(baseline_cells), _scores(cells)
     groups = list(run) + [g for g in base if g not in run]
     return [
