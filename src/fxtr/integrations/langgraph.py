@@ -76,6 +76,7 @@ PULL = "__pregel_pull"
 PUSH = "__pregel_push"
 _BOOKKEEPING = frozenset({RESUME, SCHEDULED, "__error_source_node__"})
 """Channels LangGraph writes for a task that say nothing about how it ran."""
+_OUTCOMES = frozenset({ERROR, INTERRUPT})
 _INTERNAL = frozenset({"__start__", "__end__"})
 MAX_TASKS = 2048
 """Task records kept per thread (the oldest finished ones are dropped)."""
@@ -136,6 +137,10 @@ class _Thread:
         self.tasks: collections.OrderedDict[str, _Task] = collections.OrderedDict()
         """The last execution of each task id."""
         self.root: TaskScope | None = None
+        self.watched = False
+        """The handler sees the current run of the root namespace (and will see it end)."""
+        self.last_root_step: Node | None = None
+        """The last super-step made under the thread's own task (its status is the task's)."""
 
 
 class FluxCheckpointer(InMemorySaver):
@@ -196,9 +201,11 @@ class FluxCheckpointer(InMemorySaver):
             return
         thread_id = str(configurable["thread_id"])
         ns = configurable.get("checkpoint_ns", "") or ""
-        _WATCHER.claim(self, thread_id, ns)
+        watched = _WATCHER.claim(self, thread_id, ns)
         with self._lock:
             state = self._thread(thread_id)
+            if not ns:
+                state.watched = watched
             self._finish_attempt(state, ns)
             state.generation[ns] = state.generation.get(ns, 0) + 1
             if not ns:
@@ -215,6 +222,8 @@ class FluxCheckpointer(InMemorySaver):
             if state is None:
                 return
             self._finish_attempt(state, ns)
+            if not ns:
+                state.watched = False
             root = state.root
             outside_tasks = error is not None and not isinstance(error, GraphBubbleUp)
             if outside_tasks and not ns and root is not None and root.node.status != "failed":
@@ -278,7 +287,7 @@ class FluxCheckpointer(InMemorySaver):
         state.open.setdefault(ns, []).append(step)
         if checkpoint_id is not None:
             self._remember(state, (ns, checkpoint_id), step)
-        self._reopen_root(state, graph, parent)
+        self._reopen_root(state, graph, parent, node)
         return step
 
     def _learn_checkpoint(self, state: _Thread, step: _Step, checkpoint_id: str) -> None:
@@ -319,10 +328,11 @@ class FluxCheckpointer(InMemorySaver):
         for step in list(state.open.get(ns, ())):
             self._close(state, step, "cancelled")  # what never reported was cut short
 
-    def _reopen_root(self, state: _Thread, graph: TaskGraph, parent: str) -> None:
+    def _reopen_root(self, state: _Thread, graph: TaskGraph, parent: str, step: Node) -> None:
         root = state.root
         if root is None or root.graph is not graph or root.node.id != parent:
             return
+        state.last_root_step = step
         node = root.node
         if node.status != "running":
             node.status = "running"
@@ -330,14 +340,16 @@ class FluxCheckpointer(InMemorySaver):
             node.reason = node.error = node.category = None
 
     def _settle_root(self, state: _Thread) -> None:
-        """End the thread's own task when none of its super-steps is open."""
+        """End the thread's own task when none of its super-steps is open.
+
+        While the handler watches the run, that is at the run's end.
+        """
         root = state.root
-        if root is None or root.node.status != "running":
+        if root is None or root.node.status != "running" or state.watched:
             return
         if any(s.graph is root.graph for steps in state.open.values() for s in steps):
             return
-        children = root.graph.children(root.node.id)
-        last = children[-1] if children else None
+        last = state.last_root_step
         if last is not None and last.status in ("failed", "interrupted"):
             root.graph.end(root.node, last.status, reason=last.reason, category=last.category)
         else:
@@ -427,6 +439,15 @@ class FluxCheckpointer(InMemorySaver):
         checkpoint_id = configurable.get("checkpoint_id")
         with self._lock:
             state = self._thread(thread_id)
+            known = state.tasks.get(task_id)
+            if (
+                known is not None
+                and known.generation == state.generation.get(ns, 0)
+                and known.node.status == "succeeded"
+                and known.step.checkpoint_id == checkpoint_id
+                and not channels & _OUTCOMES
+            ):
+                return  # what the handler already recorded
             name = self._name_of(state, ns, checkpoint_id, path)
             task = self._task(thread_id, ns, checkpoint_id, None, task_id, name, starting=False)
             if path[0] == PUSH and path[1].isdigit():
@@ -549,6 +570,9 @@ def _task_id_of(ns: str) -> str:
 
     ``outer:ID|inner:ID``, or ``outer:ID|2`` for the second subgraph a task runs.
     """
+    last = ns.rpartition("|")[2]
+    if ":" in last:
+        return last.rpartition(":")[2]
     segments = [p for p in ns.split("|") if ":" in p]
     return segments[-1].rpartition(":")[2] if segments else ""
 
@@ -609,15 +633,21 @@ class _TaskWatcher(BaseCallbackHandler):
         self._running: dict[tuple[str, str], tuple[FluxCheckpointer, str]] = {}
         """Running tasks by (thread id, task id): checkpointer and namespace."""
 
-    def claim(self, owner: FluxCheckpointer, thread_id: str, ns: str) -> None:
-        """A loop of ``owner`` starts: the graph run just started here is its run."""
+    def claim(self, owner: FluxCheckpointer, thread_id: str, ns: str) -> bool:
+        """A loop of ``owner`` starts: the graph run just started here is its run.
+
+        Returns whether there was one (the handler sees this run, and will see it end).
+        """
         last = _last_run.get()
         if last is None or last[1] != thread_id:
-            return
+            return False
         with self._lock:
+            if last[0] in self._graphs:
+                return False  # an older run of this context, already claimed
             self._graphs[last[0]] = (owner, thread_id, ns)
             while len(self._graphs) > MAX_STEPS:
                 self._graphs.popitem(last=False)
+        return True
 
     def on_chain_start(
         self,
@@ -641,14 +671,16 @@ class _TaskWatcher(BaseCallbackHandler):
         thread = metadata.get("thread_id")
         if thread is None:
             return
-        thread_id = str(thread)
+        thread_id = thread if type(thread) is str else str(thread)
         _last_run.set((run_id, thread_id))
         task_ns = metadata.get("langgraph_checkpoint_ns")
-        if not isinstance(task_ns, str) or ":" not in task_ns:
+        if type(task_ns) is not str or ":" not in task_ns:
             return
+        task_id = _task_id_of(task_ns)
+        if (thread_id, task_id) in self._running:
+            return  # a run nested in a task that is running
         if metadata.get("langgraph_node") in _INTERNAL:
             return  # the input, or a conditional edge out of START: not a node of the user's
-        task_id = _task_id_of(task_ns)
         with self._lock:
             if (thread_id, task_id) in self._running:
                 return  # a run nested in a task that is running
