@@ -11,6 +11,7 @@ from fxtr.report._names import (
     newest_first,
     resolve_job,
 )
+from fxtr.report._values import render_value
 from fxtr.report._views import (
     JobView,
     cost_of_invocations,
@@ -20,7 +21,6 @@ from fxtr.report._views import (
     job_row,
     load_job,
     operation_graph,
-    render_value,
     task_view,
 )
 

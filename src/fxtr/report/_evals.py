@@ -11,6 +11,7 @@ import math
 import re
 from typing import Any
 
+from fxtr.report._values import render_value
 from fxtr.scores import case_scores, compare
 from fxtr.store import Store
 
@@ -249,8 +250,6 @@ def cell_detail(
     Raises:
         KeyError: the evaluation has no cell at that index.
     """
-    from fxtr.report._views import render_value  # _views imports this module
-
     cells = evaluation.get("cells") or []
     if not 0 <= index < len(cells):
         msg = f"Job {job_id} has no result cell {index} (it has {len(cells)})."

@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
 from collections import Counter, defaultdict
 from typing import Any
 
 from fxtr.report._evals import evaluation_of, gate_label, model_call_view
+from fxtr.report._values import render_value
 from fxtr.store import Store
 from fxtr.tracing._jobgraph import source_op
 
-MAX_STRING = 20_000
-"""Longer strings are cut in views, with a marker saying how much is left out."""
-MAX_CELLS = 200
-"""Array cells shown per value; the rest is counted."""
 MAX_GRAPH_NODES = 300
 """Operation graphs larger than this are shown as a tree instead of a drawing."""
 LAYER_WIDTH = 280
@@ -275,63 +271,6 @@ def _layout(nodes: dict[str, dict[str, Any]], edges: list[dict[str, Any]]) -> No
         nodes[key]["x"] = 20 + d * LAYER_WIDTH
         nodes[key]["y"] = 20 + rows[d] * ROW_HEIGHT
         rows[d] += 1
-
-
-def render_tree(tree: Any, store: Store, depth: int = 0) -> Any:
-    """A canonical value tree made ready to show.
-
-    Entities become fields, references are loaded, arrays become cells and long strings are
-    cut. Nothing is imported or executed.
-    """
-    if isinstance(tree, str):
-        if len(tree) > MAX_STRING:
-            return {"kind": "text", "text": tree[:MAX_STRING], "omitted": len(tree) - MAX_STRING}
-        return tree
-    if isinstance(tree, list):
-        shown = [render_tree(v, store, depth + 1) for v in tree[:MAX_CELLS]]
-        if len(tree) > MAX_CELLS:
-            shown.append({"kind": "omitted", "count": len(tree) - MAX_CELLS})
-        return shown
-    if not isinstance(tree, dict):
-        return tree
-    if "$entity" in tree:
-        return {
-            "kind": "entity",
-            "type": tree["$entity"].rpartition(":")[2],
-            "fields": {k: render_tree(v, store, depth + 1) for k, v in tree["v"].items()},
-        }
-    if "$ref" in tree:
-        out: dict[str, Any] = {
-            "kind": "ref",
-            "type": tree["$ref"].rpartition(":")[2],
-            "id": tree["id"],
-        }
-        text = store.get_entity(tree["id"]) if depth < 6 else None
-        if text is not None:
-            out["entity"] = render_tree(json.loads(text), store, depth + 1)
-        return out
-    if "$array" in tree:
-        dims = [d for d, _ in tree["$array"]]
-        import itertools
-
-        keys = list(itertools.product(*tree["keys"]))
-        cells = [
-            [list(k), render_tree(v, store, depth + 1)]
-            for k, v in zip(keys[:MAX_CELLS], tree["cells"], strict=False)
-        ]
-        return {"kind": "array", "dims": dims, "cells": cells, "size": len(keys)}
-    if "$set" in tree:
-        return render_tree(tree["$set"], store, depth)
-    if "$dict" in tree:
-        return {k: render_tree(v, store, depth + 1) for k, v in tree["$dict"]}
-    return {k: render_tree(v, store, depth + 1) for k, v in tree.items()}
-
-
-def render_value(text: str | None, store: Store) -> Any:
-    """Render a value from its canonical text (``None`` when there is none)."""
-    if text is None:
-        return None
-    return render_tree(json.loads(text), store)
 
 
 def invocation_detail(store: Store, view: JobView, address: str) -> dict[str, Any]:
