@@ -395,6 +395,7 @@ unit = st.floats(min_value=0.0, max_value=1.0, allow_nan=False)
 confidences = st.floats(min_value=0.01, max_value=0.999)
 
 
+@settings(deadline=None)
 @given(st.lists(finite, min_size=2, max_size=40), confidences, confidences)
 def test_t_intervals_contain_the_mean_and_grow_with_confidence(values, c1, c2):
     lo_c, hi_c = sorted((c1, c2))
@@ -405,6 +406,7 @@ def test_t_intervals_contain_the_mean_and_grow_with_confidence(values, c1, c2):
     assert narrow.stderr >= 0
 
 
+@settings(deadline=None)
 @given(st.lists(finite, min_size=2, max_size=30), st.data())
 def test_clustered_intervals_contain_the_mean(values, data):
     labels = data.draw(st.lists(st.integers(0, 4), min_size=len(values), max_size=len(values)))
@@ -416,6 +418,7 @@ def test_clustered_intervals_contain_the_mean(values, data):
         assert est.clusters == len(set(labels))
 
 
+@settings(deadline=None)
 @given(st.integers(1, 500), st.data(), confidences, confidences)
 def test_wilson_stays_in_range_contains_p_and_grows_with_confidence(n, data, c1, c2):
     successes = data.draw(st.integers(0, n))
@@ -428,6 +431,7 @@ def test_wilson_stays_in_range_contains_p_and_grows_with_confidence(n, data, c1,
     assert mirror.low == pytest.approx(1 - narrow.high, abs=1e-12)
 
 
+@settings(deadline=None)
 @given(st.integers(1, 60), st.data())
 def test_pass_at_k_invariants(n, data):
     c = data.draw(st.integers(0, n))
@@ -440,6 +444,7 @@ def test_pass_at_k_invariants(n, data):
     assert at[0] == pytest.approx(c / n) and hat[0] == pytest.approx(c / n)
 
 
+@settings(deadline=None)
 @given(st.lists(unit, min_size=1, max_size=40))
 def test_a_run_paired_with_itself_differs_by_nothing(values):
     est = paired_difference(values, values)
@@ -448,6 +453,7 @@ def test_a_run_paired_with_itself_differs_by_nothing(values):
         assert (est.stderr, est.low, est.high) == (0.0, 0.0, 0.0)
 
 
+@settings(deadline=None)
 @given(st.lists(st.tuples(unit, unit), min_size=2, max_size=40))
 def test_paired_difference_is_antisymmetric(pairs):
     a, b = [x for x, _ in pairs], [y for _, y in pairs]
@@ -457,7 +463,7 @@ def test_paired_difference_is_antisymmetric(pairs):
     assert ab.low <= ab.value <= ab.high
 
 
-@settings(max_examples=60)
+@settings(max_examples=60, deadline=None)
 @given(st.floats(0.5001, 0.9999), st.floats(0.5001, 0.9999), st.integers(1, 200),
        st.integers(1, 200))
 def test_t_quantile_is_monotone(p1, p2, df1, df2):
