@@ -31,11 +31,14 @@ in the background). A task id already recorded as finished in an earlier attempt
 ``invoke(None, config)`` or ``Command(resume=...)``) is a new node whose ``depends_on`` is the
 earlier node, when both are in the same task graph.
 
-Known limits: errors raised outside any task (input validation, the graph's own code) are
-not tasks; without the callback handler, a node that writes nothing is not seen and task
-start times are unknown (the super-step's); under ``durability="exit"`` without the handler,
-only the last super-step's writes reach the checkpointer. Recording is synchronous and
-thread-safe, and never fails the user's run: a bookkeeping error is logged and swallowed.
+Known limits: errors raised outside any task (input validation, the graph's own code,
+``GraphRecursionError``) are not tasks (they fail the thread's own task). Without the
+handler: a node that writes nothing is not seen, start times are the super-step's, model
+calls made in nodes stay under the enclosing task, ``@task`` calls are named ``task``, only
+a ``RetryPolicy``'s last attempt is seen, ``durability="exit"`` shows only the last
+super-step, and nodes are made in the order LangGraph's saves arrive (super-step numbers give
+the order). Recording is synchronous and thread-safe, and never fails the user's run: a
+bookkeeping error is logged and swallowed.
 """
 
 from __future__ import annotations
@@ -79,9 +82,11 @@ _BOOKKEEPING = frozenset({RESUME, SCHEDULED, "__error_source_node__"})
 _OUTCOMES = frozenset({ERROR, INTERRUPT})
 _INTERNAL = frozenset({"__start__", "__end__"})
 MAX_TASKS = 2048
-"""Task records kept per thread (the oldest finished ones are dropped)."""
+"""Task records kept per thread (then the oldest are dropped: a rerun of a task that old is
+recorded without ``depends_on``)."""
 MAX_STEPS = 512
-"""Super-step records kept per thread (the oldest closed ones are dropped)."""
+"""Super-step records (and checkpoint numbers, ``Send`` packets) kept per thread; open
+super-steps are kept apart until they close."""
 
 __all__ = ["FluxCheckpointer"]
 
@@ -113,7 +118,6 @@ class _Task:
         self.step = step
         self.node = node
         self.generation = generation
-        self.seen_by_handler = False
 
 
 class _Thread:
@@ -523,7 +527,6 @@ class FluxCheckpointer(InMemorySaver):
     ) -> Frame:
         with self._lock:
             task = self._task(thread_id, ns, None, number, task_id, name, starting=True)
-            task.seen_by_handler = True
             return task.step.graph, task.node.id
 
     def _task_ended(
