@@ -564,6 +564,22 @@ def test_links_in_a_message_say_nothing():
     assert failure_category(SDKError(429, groq)) == "rate_limit"
 
 
+def test_a_window_in_tokens_is_not_a_byte_limit():
+    """A 413 that states its limit in tokens is the token window; one in bytes is not."""
+    tokens = {"error": {"code": "tokens_limit_reached", "message": "Max size: 8000 tokens."}}
+    assert category_from_http(413, tokens) == "context_overflow"
+    nbytes = {"error": {"message": "Maximum request body size 1048576 exceeded"}}
+    assert category_from_http(413, nbytes) == "payload_too_large"
+
+
+def test_a_rolling_plan_window_is_a_quota_and_a_spend_cap_is_billing():
+    """ "5-hour usage limit" of a plan is a quota; a monthly spend limit is billing."""
+    plan = {"error": {"type": "rate_limit_error", "message": "5-hour usage limit reached"}}
+    assert category_from_http(429, plan) == "quota"
+    spend = {"error": {"message": "monthly usage limit reached; raise your spend limit"}}
+    assert category_from_http(400, spend) == "billing"
+
+
 def test_capacity_words_do_not_override_a_client_error_status():
     """ "Service unavailable for account" in a 403 is a permission problem, not an overload."""
     body = {"errors": [{"message": "Service unavailable for this account", "code": 3023}]}
@@ -627,6 +643,11 @@ def test_a_document_kept_as_a_string_is_read():
         ("Input exceeds the maximum sequence length of the model", "context_overflow"),
         ("context shift is disabled", "context_overflow"),
         ("Too many input tokens in this request: 40000 > 32768", "context_overflow"),
+        ("max_completion_tokens range is [1, 8192]", "output_limit"),
+        # a limit stated in tokens is a window, whatever the status says (GitHub Models: 413)
+        ("Request body too large for this model. Max size: 4000 tokens.", "context_overflow"),
+        ("Current message (90000 tokens) exceeds budget (65536 tokens)", "context_overflow"),
+        ("输入内容过长\uff0c请减少 token 数量", "context_overflow"),
     ],
 )
 def test_output_cap_and_context_window_are_told_apart(message, category):

@@ -93,7 +93,7 @@ CODE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
         re.compile(
             r"context_?length_?exceeded|exceed_context_size|context_exceeded|"
             r"context_window_exceeded|request_too_large_for_model|prompt_too_long|"
-            r"max_tokens_per_request"
+            r"max_tokens_per_request|input_too_large|tokens?_limit_(reached|exceeded)"
         ),
     ),
     (
@@ -122,6 +122,7 @@ OUTPUT_LIMIT = re.compile(
     r"supports at most \d+ (completion|output) tokens|"
     r"max_(completion_|output_|new_)?tokens[`']? is too large: \d+\.? this model supports at most|"
     r"valid range of max_(completion_|output_|new_)?tokens|"
+    r"max_(completion_|output_|new_)?tokens[`']? (value )?(range|must be in|should be in) |"
     r"maximum allowed number of output tokens|"
     r"max_(completion_|output_|new_)?tokens`?'?:? integer above maximum|"
     r"max_tokens`? must be less than or equal to|"
@@ -145,6 +146,8 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"input length|too many input tokens|"
             r"input token count|`inputs` must have less than \d+ tokens|"
             r"too many (input |prompt )?tokens(?!,? please wait| per )|"
+            r"max(imum)? size:? \d+ tokens|input_too_large|"
+            r"exceeds? (the |its )?(token )?budget \(\d+ tokens?\)|"
             r"reduce the length of the (messages|prompt)|"
             r"exceeds? the (model'?s? )?(maximum )?token limit|size limit exceeded by \d+ tokens|"
             r"exceeded model token limit|request_too_large_for_model|"
@@ -158,7 +161,7 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"total number of tokens.{0,40}cannot exceed|"
             r"current length is \d+ while limit is \d+|maximum number of tokens allowed|"
             r"上下文(长度|窗口)|超出(模型)?上下文|超过(模型)?上下文|输入长度|超出最大长度|超过最大长度|"
-            r"长度超(过|出)|超长|"
+            r"长度超(过|出)|超长|(输入|内容|文本|提示|消息|上下文|prompt|token)[^\uff0c\u3002,.]{0,6}过长|"
             r"コンテキスト長|longitud (máxima )?del contexto|longueur (maximale )?du contexte"
         ),
     ),
@@ -179,6 +182,7 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"quota\b(?! project)|quota_exceeded|servicequotaexceeded|resource has been exhausted|"
             r"free allocation|used up your|daily (api |request |token )*limit|"
             r"weekly (api |request |token )*limit|monthly (api |request |token )*limit|"
+            r"\d+[- ]hours? usage limit|"
             r"额度|配额|クォータ|cuota\b"
         ),
     ),
