@@ -310,21 +310,12 @@ def run_job(
         else:
             job_id = job_id_for(run_id, ev)
             store.set_last_job(key, job_id)
-            coro = launch(ev.workflow, inputs, job_id=job_id, **_root_option(ev), **options)
+            coro = launch(ev.workflow, inputs, job_id=job_id, root=ev.root, **options)
         ev.job = loop.run(coro)
         ev.job_id = ev.job.job_id
         store.set_last_job(key, ev.job.job_id)
     except Exception as exc:
         ev.error = exc
-
-
-def _root_option(ev: Eval) -> dict[str, Any]:
-    """``root=`` for ``launch``: under pytest every address starts with the eval's id."""
-    import inspect
-
-    from fxtr.experiment._jobs import launch
-
-    return {"root": ev.root} if "root" in inspect.signature(launch).parameters else {}
 
 
 class SessionLoop:

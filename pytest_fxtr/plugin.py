@@ -273,9 +273,25 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         write_report(settings.report, report_json(state.jobs, state.evaluations))
     write_markdown(settings.markdown, state.jobs, state.evaluations)
     _junit_properties(session.config, state)
-    failed = any(not e["gate"]["passed"] for e in state.evaluations)
+    failed = [e for e in state.evaluations if not e["gate"]["passed"]]
     if failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if failed and tr is not None:  # the final "N passed" line is not green then
+        tr.stats.setdefault(GATE_FAILED, []).extend(_GateFailure(e["eval"]) for e in failed)
+
+
+GATE_FAILED = "fxtr gate failed"
+"""The terminal's outcome counter for evals whose gate failed (``6 passed, 1 fxtr gate
+failed``)."""
+
+
+@dataclasses.dataclass
+class _GateFailure:
+    """One eval whose gate failed, counted in the terminal's final line."""
+
+    eval: str
+    count_towards_summary: bool = True
 
 
 def _junit_properties(config: pytest.Config, state: State) -> None:
