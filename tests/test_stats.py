@@ -30,7 +30,7 @@ from fxtr.stats import (
     t_quantile,
 )
 
-STATS_PY = Path(__file__).parents[1] / "src" / "fxtr" / "stats.py"
+STATS = Path(__file__).parents[1] / "src" / "fxtr" / "stats"
 
 DFS = [*range(1, 41), 45, 60, 75, 100, 150, 250, 500, 1000, 5000, 10_000, 50_000, 99_999,
        100_000, 10**6, 10**7, 10**9, 0.5, 1.5, 2.5, 3.7, 12.25]
@@ -476,20 +476,23 @@ def test_t_quantile_is_monotone(p1, p2, df1, df2):
 
 
 def test_stats_imports_only_the_standard_library():
-    tree = ast.parse(STATS_PY.read_text())
     roots = set()
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            roots |= {a.name.split(".")[0] for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            roots.add((node.module or "").split(".")[0])
+    for path in STATS.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                roots |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and not node.level:  # relative: the package
+                roots.add((node.module or "").split(".")[0])
     assert roots <= set(sys.stdlib_module_names), roots - set(sys.stdlib_module_names)
 
 
 def test_stats_loads_on_its_own_without_fxtr_or_scipy():
+    """The package loads under another name, with nothing of fxtr (nor scipy) imported."""
     code = (
         "import importlib.util, sys\n"
-        f"spec = importlib.util.spec_from_file_location('fxtr_stats_alone', {str(STATS_PY)!r})\n"
+        "spec = importlib.util.spec_from_file_location(\n"
+        f"    'fxtr_stats_alone', {str(STATS / '__init__.py')!r},\n"
+        f"    submodule_search_locations=[{str(STATS)!r}])\n"
         "m = importlib.util.module_from_spec(spec); sys.modules[spec.name] = m\n"
         "spec.loader.exec_module(m)\n"
         "e = m.mean_ci([1.0, 0.0, 1.0, 1.0])\n"

@@ -25,21 +25,19 @@ The choices where the contract leaves room, made once here:
   and every case stable): the Wilson interval (``wilson``) on successes = cases scoring 1 of n
   cases, which never has zero width (20 stable passes read [0.839, 1], not [1, 1]).
   Otherwise (per-case scores that are fractions k/n of a binary score, or any other number):
-  the t interval on n − 1 df (``t``). Pooling the samples into one Wilson proportion would
-  treat the draws of one case as independent cases and give intervals far too narrow; the t
-  interval over per-case means is the one DESIGN §7 asks for, and it shrinks as samples
-  reduce each case's variance (Miller §3.1).
+  the t interval on n − 1 df (``t``). Pooling samples into one Wilson proportion would take
+  the draws of a case for independent cases (far too narrow); the t interval over per-case
+  means is DESIGN §7's, and it shrinks as samples reduce each case's variance (Miller §3.1).
 - **The score's range.** Intervals are clipped to the range the score can take: the
   ``bounds`` given, else [0, 1] for a binary score or when every value lies in [0, 1] (the
   convention of ``Score`` values and of every kit scorer), else unbounded. A group of one scored
   case has no t interval (``low``/``high`` ``None``; Wilson still gives one).
-- **The gate.** Without a threshold a group always passes. With one, it passes when its mean
-  is at least the threshold (less a relative 1e-12, so 4/5 = 0.8 meets 0.8 whatever the
-  rounding), and no case is missing or incomplete.
-- **pass@k and pass^k** (binary scores with more than one sample per case): for every k from 1
-  to the smallest number of samples any scored case has, Chen et al.'s unbiased pass@k and
-  C(c, k)/C(n, k) per case, averaged across cases, with the standard error across cases
-  (clustered when ``clusters`` are given). Keys are ints (JSON turns them into strings).
+- **The gate.** Without a threshold a group passes. With one, it passes when its mean is at
+  least the threshold (less a relative 1e-12: 4/5 meets 0.8) and no case is missing or
+  incomplete.
+- **pass@k and pass^k** (binary scores with samples): for every k up to the smallest n of a
+  scored case, Chen et al.'s pass@k and C(c, k)/C(n, k) per case, averaged across cases with
+  the standard error across cases (clustered with ``clusters``). Keys are ints.
 - **Comparisons.** Cases are paired by their case key within a group; a case is in a run when
   it has a value there, so a case missing in one run counts in ``only_in_baseline`` or
   ``only_in_run`` and is never paired. ``delta`` is the mean paired difference (this run minus
@@ -457,10 +455,6 @@ def _check_options(bounds: tuple[float, float] | None, confidence: float) -> Non
     if not 0.0 < confidence < 1.0:
         msg = f"confidence must lie strictly between 0 and 1 (e.g. 0.95), not {confidence!r}"
         raise ValueError(msg)
-    _check_bounds(bounds)
-
-
-def _check_bounds(bounds: tuple[float, float] | None) -> None:
     if bounds is not None and not (len(bounds) == 2 and bounds[0] <= bounds[1]):
         msg = f"bounds must be a (low, high) pair with low <= high, not {bounds!r}"
         raise ValueError(msg)
@@ -529,8 +523,7 @@ def _compare_group(
     after, after_n, unit_after = _scored(run)
     paired, a, b = _pairs(base, run)
     if None in a or None in b:
-        kept = [i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x is not None
-                and y is not None]
+        kept = [i for i, pair in enumerate(zip(a, b, strict=True)) if None not in pair]
         paired, a, b = [paired[i] for i in kept], [a[i] for i in kept], [b[i] for i in kept]
     span = bounds or ((0.0, 1.0) if unit_before and unit_after and (before_n or after_n) else None)
     bar = threshold if threshold is not None else (0.5 if span == (0.0, 1.0) else None)
@@ -538,11 +531,7 @@ def _compare_group(
         "group": dict(group),
         "mean": before,
         "run_mean": after,
-        "delta": None,
-        "stderr": None,
-        "low": None,
-        "high": None,
-        "interval": None,
+        **dict.fromkeys(("delta", "stderr", "low", "high", "interval")),
         "n_paired": len(paired),
         "flipped": _flips(paired, b, a, bar),
         "pass_bar": bar,
@@ -561,10 +550,9 @@ def _compare_group(
     width = (span[0] - span[1], span[1] - span[0]) if span else None
     low, high = _clip(est.low, width), _clip(est.high, width)
     out.update(delta=est.value, stderr=est.stderr, low=low, high=high, interval=est.method)
-    if est.stderr is not None:
-        n = len(paired)
-        out["mde"] = minimum_detectable_effect(n, est.stderr * math.sqrt(n),
-                                               alpha=1 - confidence)
+    if est.stderr is not None:  # the SD of the differences: stderr·√n
+        sd = est.stderr * math.sqrt(est.n)
+        out["mde"] = minimum_detectable_effect(est.n, sd, alpha=1 - confidence)
     if high is not None and high < -margin:
         out["verdict"] = REGRESSED
     elif low is not None and low > 0:
@@ -589,13 +577,7 @@ def _pairs(
     if len(base) == len(keys) and list(base) == keys:  # the usual case: no key lookups at all
         return keys, list(map(_VALUE, run.values())), list(map(_VALUE, base.values()))
     paired = [key for key in keys if key in base]
-    return paired, _values_of(run, paired), _values_of(base, paired)
-
-
-def _values_of(cases: Mapping[Key, CaseScore], keys: list[Key]) -> list[float | None]:
-    if len(keys) < 2:
-        return [cases[key][0] for key in keys]
-    return list(map(_VALUE, operator.itemgetter(*keys)(cases)))
+    return paired, [run[key][0] for key in paired], [base[key][0] for key in paired]
 
 
 def _flips(
