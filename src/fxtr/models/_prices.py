@@ -12,6 +12,7 @@ compares the result with ``calc_price`` on arbitrary usages, tiered models inclu
 
 from __future__ import annotations
 
+import bisect
 import logging
 import re
 import threading
@@ -177,7 +178,7 @@ class _Price:
     def cost(self, total_in: int, cached: int, writes: int, out: int) -> float:
         if total_in == 0:
             return self._calc(output_tokens=out) if out else 0.0
-        tier = sum(1 for start in self._starts if total_in > start)
+        tier = bisect.bisect_left(self._starts, total_in)  # tiers whose start is passed
         k = self._tiers.get(tier)
         if k is None:
             t = total_in

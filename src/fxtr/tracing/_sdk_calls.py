@@ -29,9 +29,7 @@ def api_of(method: str, url: str) -> str | None:
 
 def _g(obj: Any, key: str) -> Any:
     """A field of a dict or an attribute of an SDK object (``None`` when absent)."""
-    if obj is None:
-        return None
-    if isinstance(obj, dict):
+    if type(obj) is dict:
         return obj.get(key)
     return getattr(obj, key, None)
 
