@@ -80,6 +80,8 @@ __all__ = ["SAMPLE", "SAMPLE_DIM", "Node", "Run", "Value", "field_node", "format
 log = logging.getLogger("fxtr")
 
 Mode = Literal["live", "verify"]
+FLUSH_EVERY = 512
+"""Invocation records a batch holds at most before it is committed."""
 
 
 class Run:
@@ -202,7 +204,12 @@ class Run:
         """Record an invocation's outcome (and queue it for the store in a live pass)."""
         self.invocations[inv.address] = inv
         if self.mode == "live":
-            self.queue().invocations.setdefault(self.job_id, []).append(inv.to_json())
+            records = self.queue().invocations.setdefault(self.job_id, [])
+            records.append(inv.to_json())
+            if len(records) >= FLUSH_EVERY:
+                # steps that never suspend complete many invocations in one event-loop
+                # turn; commit them in bounded batches rather than all at its end
+                self.flush()
         if self.on_invocation is not None:
             self.on_invocation(inv)
 
