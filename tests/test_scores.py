@@ -418,3 +418,24 @@ def test_absurd_scores_are_refused_by_name():
         case_scores([cell("c1", [1e308, 1e308])])
     with pytest.raises(ValueError, match="'c2'.*inf"):
         case_scores([cell("c1", [1.0]), cell("c2", [None, math.inf])])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.sampled_from([0.0, 1.0, 0.25, 0.5]), min_size=1, max_size=5),
+                min_size=2, max_size=30),
+       st.booleans())
+def test_group_statistics_match_scipy_and_statsmodels(per_case, binary_only):
+    if binary_only:
+        per_case = [[1.0 if v >= 0.5 else 0.0 for v in vs] for vs in per_case]
+    stats = group_statistics(group([cell(f"c{i}", vs) for i, vs in enumerate(per_case)]))
+    means = [sum(vs) / len(vs) for vs in per_case]
+    assert stats["mean"] == pytest.approx(np.mean(means), abs=1e-12)
+    if all(m in (0.0, 1.0) for m in means):
+        low, high = proportion_confint(int(sum(means)), len(means), method="wilson")
+        assert stats["interval"] == "wilson"
+    else:
+        flat = len(set(means)) == 1  # scipy has no interval for a zero scale
+        low, high = (means[0], means[0]) if flat else t_interval(means)
+        low, high = max(0.0, low), min(1.0, high)
+        assert stats["interval"] == "t"
+    assert (stats["low"], stats["high"]) == pytest.approx((low, high), abs=1e-9)
