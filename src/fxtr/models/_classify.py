@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 REASONS = ("context_overflow", "budget", "tool_error", "stall", "refusal", "unknown")
@@ -135,10 +135,30 @@ OUTPUT_LIMIT = re.compile(
 )
 """Asking for more output than the model can produce: not a context overflow."""
 
-MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
+
+class _Phrases:
+    """One rule's phrasings, ASCII and other (Chinese, Japanese).
+
+    The others are tried only on text that is not all ASCII, so English bodies do not pay
+    for them.
+    """
+
+    __slots__ = ("ascii", "other")
+
+    def __init__(self, ascii_phrases: str, other_phrases: str | None = None) -> None:
+        self.ascii = re.compile(ascii_phrases)
+        self.other = re.compile(other_phrases) if other_phrases else None
+
+    def search(self, text: str) -> bool:
+        if self.ascii.search(text):
+            return True
+        return self.other is not None and not text.isascii() and bool(self.other.search(text))
+
+
+MESSAGE_RULES: tuple[tuple[str, _Phrases], ...] = (
     (
         "context_overflow",
-        re.compile(
+        _Phrases(
             r"context[ _]?(length|window|size|limit)|"
             r"maximum context|maximum prompt length|n_ctx\b|prompt( tokens?)? (is |are )?too long|"
             r"input( tokens?)? (is |are )?too long|too long and exceeds|maximum model length|"
@@ -160,35 +180,36 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"requested \d+ tokens, max \d+ tokens per request|"
             r"total number of tokens.{0,40}cannot exceed|"
             r"current length is \d+ while limit is \d+|maximum number of tokens allowed|"
+            r"longitud (máxima )?del contexto|longueur (maximale )?du contexte",
             r"上下文(长度|窗口)|超出(模型)?上下文|超过(模型)?上下文|输入长度|超出最大长度|超过最大长度|"
             r"长度超(过|出)|超长|(输入|内容|文本|提示|消息|上下文|prompt|token)[^\uff0c\u3002,.]{0,6}过长|"
-            r"コンテキスト長|longitud (máxima )?del contexto|longueur (maximale )?du contexte"
+            r"コンテキスト長",
         ),
     ),
     (
         "content_filter",
-        re.compile(
+        _Phrases(
             r"content[ _]?filter|content[ _]?policy|content management policy|guardrail|"
             r"responsibleaipolicyviolation|moderation|flagged|safety system|"
             r"violat\w* (our |the )?(usage|content) polic|inappropriate content|"
             r"data ?inspection ?failed|unsafe content|content exists risk|sensitive content|"
-            r"considered high risk|policy violation|safety (filter|reasons|polic)|"
-            r"不安全|敏感|违规|违禁|审核未通过|内容安全|不適切"
+            r"considered high risk|policy violation|safety (filter|reasons|polic)",
+            r"不安全|敏感|违规|违禁|审核未通过|内容安全|不適切",
         ),
     ),
     (
         "quota",
-        re.compile(
+        _Phrases(
             r"quota\b(?! project)|quota_exceeded|servicequotaexceeded|resource has been exhausted|"
             r"free allocation|used up your|daily (api |request |token )*limit|"
             r"weekly (api |request |token )*limit|monthly (api |request |token )*limit|"
-            r"\d+[- ]hours? usage limit|"
-            r"额度|配额|クォータ|cuota\b"
+            r"hours? usage limit|cuota\b",
+            r"额度|配额|クォータ",
         ),
     ),
     (
         "billing",
-        re.compile(
+        _Phrases(
             r"credit balance|billing|payment required|payment_required|"
             r"insufficient[_ ](funds|balance|credits?)|balance is insufficient|"
             r"budget has been exceeded|exceeded ?budget|over budget|budget[_ ]?exceeded|"
@@ -196,24 +217,26 @@ MESSAGE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
             r"purchase (more )?credits|more credits|add credits|"
             r"run out of credits|ran out of credits|credits? (are|is) required|usage limits?\b|"
             r"account is not active|in good standing|top up|recharge|arrears|overdue|"
-            r"余额|欠费|充值|账户.{0,6}(不足|用完)|残高|saldo insuficiente|solde insuffisant"
+            r"saldo insuficiente|solde insuffisant",
+            r"余额|欠费|充值|账户.{0,6}(不足|用完)|残高",
         ),
     ),
     (
         "rate_limit",
-        re.compile(
+        _Phrases(
             r"rate[ _-]?limit|throttl|too many requests|too_many_requests|"
             r"tokens per (min|minute|day|hour)|requests per (min|minute|day|hour)|"
             r"per[- ]minute limit|"
-            r"tpm\b|rpm\b|tpd\b|rpd\b|too many tokens,? please wait|"
-            r"qps\b|过于频繁|频率(过高|超|限制)|速率(达到|超|限制)|限流|并发(数)?(过高|超|限制|上限)"
+            r"tpm\b|rpm\b|tpd\b|rpd\b|too many tokens,? please wait|qps\b",
+            r"过于频繁|频率(过高|超|限制)|速率(达到|超|限制)|限流|并发(数)?(过高|超|限制|上限)",
         ),
     ),
     (
         "overloaded",
-        re.compile(
+        _Phrases(
             r"overloaded|server is busy|no capacity|capacity exceeded|at capacity|"
-            r"temporarily unavailable|service ?unavailable|high demand|服务器繁忙|繁忙|过载"
+            r"temporarily unavailable|service ?unavailable|high demand",
+            r"繁忙|过载",
         ),
     ),
 )
@@ -370,7 +393,7 @@ def _header(headers: Mapping[str, str], name: str) -> str | None:
     return value
 
 
-def _first(rules: tuple[tuple[str, re.Pattern[str]], ...], text: str) -> str | None:
+def _first(rules: Iterable[tuple[str, re.Pattern[str] | _Phrases]], text: str) -> str | None:
     for category, rule in rules:
         if rule.search(text):
             return category
