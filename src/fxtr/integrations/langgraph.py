@@ -277,6 +277,18 @@ class FluxCheckpointer(InMemorySaver):
                 if step.checkpoint_id is None and checkpoint_id is not None:
                     self._learn_checkpoint(state, step, checkpoint_id)
                 return step
+        if checkpoint_id is not None and number is None:
+            # A write whose checkpoint is not numbered yet, for a task the handler did not
+            # see (a @task call): the one super-step the handler saw start and nothing has
+            # anchored yet is the one running.
+            unanchored = [
+                s
+                for s in state.open.get(ns, ())
+                if s.generation == generation and s.checkpoint_id is None
+            ]
+            if len(unanchored) == 1 and (ns, checkpoint_id) not in state.steps:
+                self._learn_checkpoint(state, unanchored[0], checkpoint_id)
+                return unanchored[0]
         earlier = state.steps.get((ns, checkpoint_id)) if checkpoint_id is not None else None
         if earlier is not None and earlier.generation == generation:
             return earlier  # closed already: a late event of the same execution
@@ -514,6 +526,8 @@ class FluxCheckpointer(InMemorySaver):
             for step in list(state.open.get(ns, ())):
                 if step.generation != generation:
                     continue
+                if step.checkpoint_id is None and step.number == number - 1:
+                    self._learn_checkpoint(state, step, str(parent))  # the one it completes
                 if step.checkpoint_id == parent or (
                     step.number is not None and step.number < number
                 ):
@@ -688,13 +702,14 @@ class _TaskWatcher(BaseCallbackHandler):
             if (thread_id, task_id) in self._running:
                 return  # a run nested in a task that is running
             graph = self._graphs.get(parent_run_id) if parent_run_id is not None else None
-            if graph is not None:
-                owner, ns = graph[0], graph[2]
-            else:
-                caller = self._running.get((thread_id, _task_id_of(task_ns.rpartition("|")[0])))
-                if caller is None or "|" not in task_ns or not _is_call(metadata):
-                    return
-                owner, ns = caller
+            if graph is None:
+                # Not a task of a graph run we mirror, or a functional-API ``@task`` call:
+                # LangGraph hands every call made from one place the same callback manager
+                # and rewrites its metadata for each, so the name and id a call's run reports
+                # may be a sibling's. Calls are recorded from their writes; what they do
+                # goes under the node of the task that called them.
+                return
+            owner, ns = graph[0], graph[2]
             self._running[(thread_id, task_id)] = (owner, ns)
         step = metadata.get("langgraph_step")
         name = str(metadata.get("langgraph_node", "task"))
@@ -745,17 +760,6 @@ class _TaskWatcher(BaseCallbackHandler):
                 owner._guard(owner._on_run_end, thread_id, ns, error)
         except Exception:
             log.warning("fxtr could not mirror a LangGraph task end", exc_info=True)
-
-
-def _is_call(metadata: dict[str, Any]) -> bool:
-    """Whether a task is a functional-API ``@task`` call (its path nests its caller's)."""
-    path = metadata.get("langgraph_path")
-    return (
-        isinstance(path, tuple | list)
-        and len(path) > 1
-        and path[0] == PUSH
-        and (isinstance(path[1], tuple | list))
-    )
 
 
 def _reset(token: Any) -> None:
