@@ -293,6 +293,35 @@ def test_graph_labels_fit_their_nodes_and_the_page_does_not_overflow(page, eval_
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
 
 
+def test_long_names_wrap_then_end_in_an_ellipsis(page, tmp_path):
+    """Names longer than a node wrap onto a second line and are cut there, the rest a tooltip."""
+    from tests.viewer_jobs import make_long_job
+
+    store = open_store(tmp_path / "long")
+    job = make_long_job(store)
+    server, _ = serve(store, "127.0.0.1", 0)
+    try:
+        page.set_viewport_size({"width": 900, "height": 700})
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/job/{job.job_id}")
+        page.wait_for_selector("svg.graph [data-op]")
+        widths = page.eval_on_selector_all(
+            "svg.graph .node text", "ts => ts.map(t => t.getComputedTextLength())"
+        )
+        assert max(widths) <= 210 - 12
+        op = "evals.test_a_module_with_a_long_name::test_an_eval_with_a_long_name_too/" + (
+            "the_first_operation_with_an_equally_long_name"
+        )
+        node = page.locator(f"svg.graph [data-op='{op}']")
+        names = node.locator("text.name").all_text_contents()
+        assert len(names) == 2 and names[1].endswith("…")
+        assert op in node.locator("title").text_content()
+        assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+        page.screenshot(path=str(ARTIFACTS / "long-names.png"), full_page=True)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_ten_thousand_cases_first_screen(page, tmp_path):
     """A 10,000-case eval: the first 100 rows show, pages move on; time to first screen printed."""
     import time

@@ -206,3 +206,31 @@ def write_evaluation(store, result, models, cases, samples, threshold, baseline)
         record = store.get_job(result.job_id)
         record["evaluation"] = evaluation
         store.put_job(record)
+
+
+# A job whose names are longer than a graph node ---------------------------------------------
+
+
+@step(name="views.a_step_whose_name_is_far_too_long_for_any_graph_node_to_hold")
+async def long_named(context: StepContext, x: int) -> int:
+    return x
+
+
+@workflow(name="evals.test_a_module_with_a_long_name::test_an_eval_with_a_long_name_too")
+async def long_workflow(
+    context: WorkflowContext, x: Annotated[ArrayHandle[int], "[x: int]"]
+) -> Annotated[ArrayHandle[int], "[x: int]"]:
+    first = context.run_step(
+        "the_first_operation_with_an_equally_long_name", long_named, {"x": x}, map_over=["x"]
+    )
+    return context.run_step(
+        "second_operation_reading_the_first_one_and_its_parameter",
+        long_named,
+        {"x": first},
+        map_over=["x"],
+    )
+
+
+def make_long_job(store):
+    xs = Array.from_mapping({i: i for i in range(3)}, dims=["x"], value_type=int)
+    return run(long_workflow, {"x": xs}, store=store, verify=False, hermetic=False)

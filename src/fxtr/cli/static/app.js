@@ -457,7 +457,9 @@
         section.appendChild(el("p", { class: "notice", text: "This job has " + graph.nodes.length + " operations, too many to draw; shown as a tree." }));
         section.appendChild(tree(graph, jobId, list));
       } else {
-        section.appendChild(el("div", { class: "scroll graph-box" }, [draw(graph, jobId, list)]));
+        var drawing = draw(graph, jobId, list);
+        section.appendChild(el("div", { class: "scroll graph-box" }, [drawing]));
+        fitDrawn(drawing);
       }
       section.appendChild(list);
       var failed = graph.nodes.filter(function (n) { return (n.counts.failed || 0) > 0; })[0];
@@ -478,13 +480,28 @@
 
   // Labels are cut to what fits a node (the full text is the node's tooltip): a name wraps onto
   // a second line, then ends in an ellipsis.
-  var W = 210, CHAR = 6.6;
-  function fit(text, width) {
-    var max = Math.floor(width / CHAR);
+  // The first cut is by an estimate of the characters' width; fitDrawn() then measures the
+  // drawn text and shortens what still overflows.
+  var W = 210, CHAR = 6.2, NAME_CHAR = 7.0;
+  function fit(text, width, charWidth) {
+    var max = Math.floor(width / (charWidth || CHAR));
     return text.length <= max ? text : text.slice(0, Math.max(1, max - 1)) + "…";
   }
-  function wrap(text, width) {
-    var max = Math.floor(width / CHAR);
+  function fitDrawn(root) {
+    Array.prototype.forEach.call(root.querySelectorAll("text[data-fit]"), function (t) {
+      var max = Number(t.getAttribute("data-fit")), text = t.textContent;
+      if (t.getComputedTextLength() <= max) { return; }
+      var lo = 1, hi = text.length;
+      while (lo < hi) {  // the longest prefix that fits with its ellipsis
+        var mid = Math.ceil((lo + hi) / 2);
+        t.textContent = text.slice(0, mid).replace(/…$/, "") + "…";
+        if (t.getComputedTextLength() <= max) { lo = mid; } else { hi = mid - 1; }
+      }
+      t.textContent = text.slice(0, lo).replace(/…$/, "") + "…";
+    });
+  }
+  function wrap(text, width, charWidth) {
+    var max = Math.floor(width / (charWidth || CHAR));
     if (text.length <= max) { return [text]; }
     // break at the last separator that leaves a third of the line or more: " (", "/", "::", "."
     var cut = -1;
@@ -494,7 +511,7 @@
       return false;
     });
     if (cut < 0) { cut = max; }
-    return [text.slice(0, cut).trim(), fit(text.slice(cut), width)];
+    return [text.slice(0, cut).trim(), fit(text.slice(cut), width, charWidth)];
   }
 
   function draw(graph, jobId, list) {
@@ -518,12 +535,12 @@
       g.appendChild(svg("title", {}, n.id + (n.callee ? " · " + n.callee : "") + "\n" + nodeLines(n).join("\n")));
       g.appendChild(svg("rect", { width: W, height: H }));
       if (failed) { g.appendChild(svg("rect", { class: "fail-bar", width: 5, height: H })); }
-      var lines = wrap(name, W - 16);
-      lines.forEach(function (line, i) { g.appendChild(svg("text", { class: "name", x: 10, y: 17 + 14 * i }, line)); });
+      var lines = wrap(name, W - 16, NAME_CHAR);
+      lines.forEach(function (line, i) { g.appendChild(svg("text", { class: "name", x: 10, y: 17 + 14 * i, "data-fit": W - 16 }, line)); });
       var y = 17 + 14 * lines.length + 2;
-      nodeLines(n).forEach(function (line, i) { g.appendChild(svg("text", { class: "sub", x: 10, y: y + 14 * i }, fit(line, W - 16))); });
+      nodeLines(n).forEach(function (line, i) { g.appendChild(svg("text", { class: "sub", x: 10, y: y + 14 * i, "data-fit": W - 16 }, fit(line, W - 16))); });
       var reasons = Object.keys(n.reasons || {});
-      if (reasons.length) { g.appendChild(svg("text", { class: "reason", x: 10, y: H - 7 }, fit("reason: " + reasons.join(", "), W - 16))); }
+      if (reasons.length) { g.appendChild(svg("text", { class: "reason", x: 10, y: H - 7, "data-fit": W - 16 }, fit("reason: " + reasons.join(", "), W - 16))); }
       g.addEventListener("click", function () {
         Array.prototype.forEach.call(root.querySelectorAll(".node.selected"), function (s) { s.classList.remove("selected"); });
         g.classList.add("selected");
