@@ -531,6 +531,9 @@ def test_an_sse_stream_is_read_for_its_error_event():
     )
     assert category_from_http(200, stream) == "overloaded"
     assert category_from_http(None, stream.encode()) == "overloaded"
+    # a stream that ends in a bare JSON error document, outside any data: line
+    tail = 'data: {"candidates": []}\n\n{\n "error": {"code": 429, "message": "slow down"}\n}\n'
+    assert category_from_http(200, tail) == "rate_limit"
 
 
 def test_an_embedded_status_stands_in_only_where_there_is_none():

@@ -309,7 +309,11 @@ def _as_status(value: Any) -> int | None:
 
 
 def _parse_text(text: str) -> Any:
-    """A JSON body sent as text (or an SSE stream's ``data:`` lines), else the text itself."""
+    """A JSON body sent as text, an SSE stream's events, else the text itself.
+
+    The events are the ``data:`` lines, and a bare JSON document after them (Gemini ends a
+    stream that way when the model is overloaded mid-answer).
+    """
     stripped = text.strip()
     if stripped[:1] in ("{", "["):
         try:
@@ -317,16 +321,27 @@ def _parse_text(text: str) -> Any:
         except ValueError:
             pass
     if "data:" in stripped:
-        events = []
+        events, rest = [], []
         for line in stripped.splitlines():
             if line.startswith("data:"):
                 try:
                     events.append(json.loads(line[5:].strip()))
                 except ValueError:
                     continue
+            elif not line.startswith(_SSE_FIELDS):
+                rest.append(line)
+        tail = "\n".join(rest).strip()
+        if tail[:1] == "{":  # a bare JSON error after the events (Gemini's 503 mid-stream)
+            try:
+                events.append(json.loads(tail))
+            except ValueError:
+                pass
         if events:
             return events
     return text
+
+
+_SSE_FIELDS = ("event:", "id:", "retry:", ":")
 
 
 def _walk(node: Any, out: _Signals, depth: int) -> None:
