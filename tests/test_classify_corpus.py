@@ -69,6 +69,8 @@ def test_corpus_is_large_sourced_and_wide() -> None:
     assert len(providers) >= 15, sorted(providers)
     for entry in ENTRIES:
         assert entry["source"].startswith("https://"), entry
+        # held-out rounds (tests/data/errors/HELDOUT.md) are numbered from 2
+        assert isinstance(entry.get("round", 1), int) and entry.get("round", 1) >= 1, entry
         assert entry["expected_reason"] in REASONS, entry
         assert (
             REASON_OF_CATEGORY.get(entry["expected_category"], "unknown")
