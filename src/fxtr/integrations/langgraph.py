@@ -744,6 +744,8 @@ class _TaskWatcher(BaseCallbackHandler):
             self._end(run_id, "failed", error)
 
     def _end(self, run_id: uuid.UUID, status: NodeStatus, error: BaseException | None) -> None:
+        if run_id not in self._tasks and run_id not in self._graphs:
+            return  # a run nested in a task, or of a graph we do not mirror
         try:
             with self._lock:
                 task = self._tasks.pop(run_id, None)
