@@ -567,6 +567,28 @@ def test_links_in_a_message_say_nothing():
     assert failure_category(SDKError(429, groq)) == "rate_limit"
 
 
+def test_a_guardrail_that_blocked_is_a_refusal_and_one_that_routes_is_not():
+    """A guardrail that judged the content refuses; "no endpoints match your guardrail
+    restrictions" is a routing answer (OpenRouter), whatever word it uses."""
+    blocked = {"error": {"message": "Request blocked by the guardrail: PII detected"}}
+    assert category_from_http(400, blocked) == "content_filter"
+    routing = {"error": {"message": "No endpoints match your guardrail restrictions"}}
+    assert category_from_http(404, routing) == "not_found"
+
+
+def test_a_provider_failure_code_does_not_override_a_client_status():
+    """Ollama types every error `api_error`; in a 400 the status says what happened."""
+    body = {"error": {"message": "model does not support tools", "type": "api_error"}}
+    assert category_from_http(400, body) == "invalid_request"
+    assert category_from_http(200, body) == "server_error"
+
+
+def test_an_agent_servers_exception_field_is_read():
+    """A 500 from an agent server that keeps the upstream failure in `exception`."""
+    body = {"detail": "Internal Server Error", "exception": "prompt is too long: 9 > 8 maximum"}
+    assert category_from_http(500, body) == "context_overflow"
+
+
 def test_a_window_in_tokens_is_not_a_byte_limit():
     """A 413 that states its limit in tokens is the token window; one in bytes is not."""
     tokens = {"error": {"code": "tokens_limit_reached", "message": "Max size: 8000 tokens."}}
@@ -647,6 +669,7 @@ def test_a_document_kept_as_a_string_is_read():
         ("context shift is disabled", "context_overflow"),
         ("Too many input tokens in this request: 40000 > 32768", "context_overflow"),
         ("max_completion_tokens range is [1, 8192]", "output_limit"),
+        ("max_tokens (10000) cannot exceed 8192", "output_limit"),
         # a limit stated in tokens is a window, whatever the status says (GitHub Models: 413)
         ("Request body too large for this model. Max size: 4000 tokens.", "context_overflow"),
         ("Current message (90000 tokens) exceeds budget (65536 tokens)", "context_overflow"),

@@ -113,9 +113,10 @@ CODE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
 )
 
 SERVER_ERROR_CODE = re.compile(r"\bapi_error\b|\bserver_error\b|\binternal_(server_)?error\b")
-"""A code that says the provider failed (``api_error``, ``server_error``): tried only after the
-message, which may say more (llama.cpp sends its context overflows as ``server_error``), and
-the stand-in status of an error event inside a 200 stream."""
+"""A code that says the provider failed (``api_error``, ``server_error``): the stand-in status
+of an error event inside a 200 stream, tried only after the message, which may say more
+(llama.cpp sends its context overflows as ``server_error``). Where the response has a real
+status it decides (Ollama types every error ``api_error``, a 400 included)."""
 
 # -- rules on message text, lower-cased -------------------------------------------------------
 OUTPUT_LIMIT = re.compile(
@@ -123,6 +124,7 @@ OUTPUT_LIMIT = re.compile(
     r"max_(completion_|output_|new_)?tokens[`']? is too large: \d+\.? this model supports at most|"
     r"valid range of max_(completion_|output_|new_)?tokens|"
     r"max_(completion_|output_|new_)?tokens[`']? (value )?(range|must be in|should be in) |"
+    r"max_(completion_|output_|new_)?tokens[`']? (\(\d+\) )?cannot exceed \d+|"
     r"maximum allowed number of output tokens|"
     r"max_(completion_|output_|new_)?tokens`?'?:? integer above maximum|"
     r"max_tokens`? must be less than or equal to|"
@@ -189,7 +191,9 @@ MESSAGE_RULES: tuple[tuple[str, _Phrases], ...] = (
     (
         "content_filter",
         _Phrases(
-            r"content[ _]?filter|content[ _]?policy|content management policy|guardrail|"
+            r"content[ _]?filter|content[ _]?policy|content management policy|"
+            r"guardrail\w* (checks? .{0,40}failed|intervened|blocked|denied)|"
+            r"(violated|blocked by|denied by) (a |the |your )?guardrail|"
             r"responsibleaipolicyviolation|moderation|flagged|safety system|"
             r"violat\w* (our |the )?(usage|content) polic|inappropriate content|"
             r"data ?inspection ?failed|unsafe content|content exists risk|sensitive content|"
@@ -275,10 +279,12 @@ _TEXT_KEYS = frozenset(
         "error_msg",
         "raw",
         "param",
+        "exception",
     )
 )
 """Fields holding message text; ``raw`` is OpenRouter's copy of the upstream provider's error,
-``param`` where a gateway puts the upstream message (new-api's ``upstream_error``)."""
+``param`` where a gateway puts the upstream message (new-api's ``upstream_error``),
+``exception`` where an agent server keeps the upstream failure behind its own 500."""
 _STATUS_KEYS = frozenset(
     ("code", "status", "statuscode", "status_code", "http_status", "raw_status_code")
 )
@@ -464,8 +470,8 @@ def category_from_http(
     by_text = _by_message(status, text) if text else None
     if status == 413 and by_text not in ("context_overflow", "rate_limit", "billing", "quota"):
         return "payload_too_large"
-    if by_text is None and SERVER_ERROR_CODE.search(codes):
-        return "server_error"
+    if by_text is None and (status is None or status < 400) and SERVER_ERROR_CODE.search(codes):
+        return "server_error"  # a 200 stream's error event; a real status says more
     return by_text or _by_status(status)
 
 
