@@ -456,3 +456,15 @@ def test_the_jobs_page_lists_the_newest(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_an_eval_export_carries_its_matrix_and_cells_escaped(eval_store):
+    """The export of an eval job holds every cell's details in a block, with markup escaped."""
+    _, store, a, _ = eval_store
+    html = export_html(store, a)
+    cells = len(store.get_job(a)["evaluation"]["cells"])
+    assert len(re.findall(r'<script type="application/json" id="cell-\d+">', html)) == cells
+    assert XSS not in html and "\\u003cscript\\u003ealert" in html
+    data = json.loads(re.search(r'id="fxtr-data">(.*?)</script>', html, re.S).group(1))
+    matrix = data["matrix"][a]
+    assert matrix["total"] == 6 and len(matrix["rows"]) == 6
