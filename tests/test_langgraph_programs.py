@@ -649,18 +649,19 @@ def test_recursion_limit_leaves_nothing_running(mode):
     assert root.status == "failed" and root.error.startswith("GraphRecursionError")
 
 
-def test_the_threads_own_task_ends_after_every_run():
+@pytest.mark.parametrize("order", ["as-is", "no-handler"])
+def test_the_threads_own_task_ends_after_every_run(order):
     """Outside client.task(), the thread's task is ended after each run and reopened by the next."""
     flux = Client({"m": MockModelAPI("m", "x")})
     log, broken = Log(), {"b": True}
-    app = raising_program(log, broken).compile(checkpointer=FluxCheckpointer(flux))
+    app = raising_program(log, broken).compile(checkpointer=saver(flux, order, 0))
     config = {"configurable": {"thread_id": "own"}}
     with pytest.raises(ValueError):
-        app.invoke({"items": []}, config)
+        run(app, {"items": []}, config, "invoke")
     (root,) = flux.get_task_graph("langgraph-own").find(kind="task")
     assert (root.status, root.reason) == ("failed", "tool_error")
     broken["b"] = False
-    app.invoke(None, config)
+    run(app, None, config, "invoke")
     assert root.status == "succeeded" and root.ended_at is not None
     check_graph(flux.get_task_graph("langgraph-own"), log)
 

@@ -363,7 +363,11 @@ class FluxCheckpointer(InMemorySaver):
         root = state.root
         if root is None or root.node.status != "running" or state.watched:
             return
-        if any(s.graph is root.graph for steps in state.open.values() for s in steps):
+        if any(
+            s.graph is root.graph and s.node.status == "running"
+            for steps in state.open.values()
+            for s in steps
+        ):
             return
         last = state.last_root_step
         if last is not None and last.status in ("failed", "interrupted"):
@@ -485,7 +489,7 @@ class FluxCheckpointer(InMemorySaver):
             step = task.step
             if not step.closed and (ns, step.checkpoint_id) in state.completed:
                 self._close(state, step, "succeeded")  # its checkpoint's successor came first
-                self._settle_root(state)
+            self._settle_root(state)
 
     def _name_of(
         self, state: _Thread, ns: str, checkpoint_id: str | None, path: tuple[str, str]
@@ -615,11 +619,11 @@ def _parse_path(task_path: str) -> tuple[str, str] | None:
 
 _RUNTIME = "__pregel_runtime"
 """A configurable key LangGraph sets on a run's config (not on ``get_state``'s)."""
-_last_run: contextvars.ContextVar[tuple[uuid.UUID, str] | None] = contextvars.ContextVar(
+_last_run: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar(
     "fxtr_langgraph_last_run", default=None
 )
-"""The last LangChain run started in this context, with its thread id (the graph's run,
-when a loop's ``get_tuple`` reads it)."""
+"""``[run id, thread id, running]`` of the last LangChain run started in this context (the
+graph's run, when a loop's ``get_tuple`` reads it); ``running`` turns false when it ends."""
 
 
 class _TaskWatcher(BaseCallbackHandler):
@@ -656,7 +660,7 @@ class _TaskWatcher(BaseCallbackHandler):
         Returns whether there was one (the handler sees this run, and will see it end).
         """
         last = _last_run.get()
-        if last is None or last[1] != thread_id:
+        if last is None or last[1] != thread_id or not last[2]:
             return False
         with self._lock:
             if last[0] in self._graphs:
@@ -689,7 +693,7 @@ class _TaskWatcher(BaseCallbackHandler):
         if thread is None:
             return
         thread_id = thread if type(thread) is str else str(thread)
-        _last_run.set((run_id, thread_id))
+        _last_run.set([run_id, thread_id, True])
         task_ns = metadata.get("langgraph_checkpoint_ns")
         if type(task_ns) is not str or ":" not in task_ns:
             return
@@ -744,6 +748,9 @@ class _TaskWatcher(BaseCallbackHandler):
             self._end(run_id, "failed", error)
 
     def _end(self, run_id: uuid.UUID, status: NodeStatus, error: BaseException | None) -> None:
+        last = _last_run.get()
+        if last is not None and last[0] == run_id:
+            last[2] = False
         if run_id not in self._tasks and run_id not in self._graphs:
             return  # a run nested in a task, or of a graph we do not mirror
         try:
