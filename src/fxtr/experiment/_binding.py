@@ -127,8 +127,15 @@ def const_node(run: Run, value: Any, label_hint: str) -> Node:
         value_type = static_type(value)
     try:
         fp = fingerprint_text(encode_text(array))
-    except EncodingError as exc:
-        msg = f"Input {label_hint!r} cannot be recorded: {exc}"
+    except (EncodingError, ValueError, RecursionError) as exc:
+        # ValueError: an int over Python's 4,300-digit string limit; UnicodeEncodeError (a
+        # ValueError): a lone surrogate; RecursionError: nesting deeper than the stack.
+        reason = "nested too deeply to encode" if isinstance(exc, RecursionError) else str(exc)
+        msg = (
+            f"Input {label_hint!r} cannot be recorded: {reason}. Pass JSON-like values "
+            "(str without lone surrogates, int under 4,300 digits, bounded nesting), "
+            "entities or Arrays of them."
+        )
         raise SignatureError(msg) from None
     return Node(run, dims, value_type, f"value:{fp[:16]}", f"value {label_hint!r}", Value(array))
 

@@ -142,8 +142,13 @@ def step(
         SignatureError: an annotation is missing or not one fxtr understands.
     """
     _check_name("step", name)
-    if timeout is not None and not timeout > 0:
-        msg = f"@step timeout must be a positive number of seconds, got {timeout!r}."
+    if timeout is not None and (
+        isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
+    ):
+        msg = (
+            f"@step(name={name!r}) timeout must be a positive number of seconds "
+            f"(e.g. timeout=30), got {timeout!r}."
+        )
         raise ValueError(msg)
     if concurrency is not None and (not isinstance(concurrency, int) or concurrency < 1):
         msg = f"@step concurrency must be a positive int, got {concurrency!r}."

@@ -99,8 +99,20 @@ def to_tree(value: Any, path: tuple[Any, ...] = ()) -> Any:
 
 
 def encode_text(value: Any) -> str:
-    """The canonical JSON text of a value (without the schema prefix)."""
-    return _dumps(to_tree(value))
+    """The canonical JSON text of a value (without the schema prefix).
+
+    Raises:
+        EncodingError: the value has no canonical encoding, including an int over Python's
+            4,300-digit limit and nesting deeper than the interpreter's stack.
+    """
+    try:
+        return _dumps(to_tree(value))
+    except RecursionError:
+        msg = "the value nests too deeply to encode (flatten it, or make it an Entity)"
+        raise EncodingError(msg) from None
+    except ValueError as exc:
+        msg = f"the value cannot be encoded: {exc}"
+        raise EncodingError(msg) from None
 
 
 def encode(value: Any) -> bytes:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from fxtr.experiment._array import Array
 from fxtr.experiment._definition import WorkflowDefinition, find_workflow
-from fxtr.experiment._encoding import decode_text, encode_text, fingerprint_text
+from fxtr.experiment._encoding import EncodingError, decode_text, encode_text, fingerprint_text
 from fxtr.experiment._engine import Node, Run
 from fxtr.experiment._entity import BoundID, Entity
 from fxtr.experiment._handle import make_handle
@@ -128,6 +128,24 @@ def _check_root(root: Any) -> str:
 def _open(store: Any) -> Store:
     opened: Store = open_store(store)
     return opened
+
+
+def _encoded_inputs(prepared: dict[str, Any]) -> dict[str, str]:
+    """The launch inputs' canonical texts; an input with none is refused by name."""
+    out = {}
+    for name, value in prepared.items():
+        try:
+            text = encode_text(value)
+            text.encode()
+        except (EncodingError, UnicodeError) as exc:
+            reason = "a str with a lone surrogate" if isinstance(exc, UnicodeError) else exc
+            msg = (
+                f"Input {name!r} cannot be recorded: {reason}. Pass JSON-like values, "
+                "entities or Arrays of them."
+            )
+            raise SignatureError(msg) from None
+        out[name] = text
+    return out
 
 
 async def _prepare_inputs(
@@ -244,7 +262,7 @@ async def _attempt(
     try:
         prepared = await _prepare_inputs(wf, inputs, run)
         if "inputs" not in record:
-            record["inputs"] = {k: encode_text(v) for k, v in prepared.items()}
+            record["inputs"] = _encoded_inputs(prepared)
         store.put_job(record)
         kwargs = _root_kwargs(wf, prepared, run)
         root: Node | None = await run.drive(run.run_body(wf, root_address, kwargs))
