@@ -316,3 +316,60 @@ def test_two_roots_sharing_a_workflow_never_share_addresses(location):
     store = open_store(location)
     assert store.get_job(a.job_id)["root"] == "evals.test_a::test_qa"
     assert store.get_entry("evals.test_b::test_qa/answer[model=a,prompt=p1]") is not None
+
+
+RACE_SCRIPT = textwrap.dedent(
+    """
+    import asyncio, sys
+    from fxtr import ScalarHandle, StepContext, WorkflowContext, run, step, workflow
+
+    @step(name="race.slow")
+    async def slow(context: StepContext, text: str) -> str:
+        print("started", flush=True)
+        await asyncio.sleep(float(sys.argv[3]))
+        print("ran", flush=True)
+        return text.upper()
+
+    @workflow(name="race.wf")
+    async def wf(context: WorkflowContext, text: str) -> ScalarHandle[str]:
+        return context.run_step("slow", slow, {"text": text})
+
+    result = run(wf, {"text": sys.argv[2]}, store=sys.argv[1], conflict=sys.argv[4])
+    print(result.status, flush=True)
+    """
+)
+
+
+@pytest.mark.parametrize("policy", ["review", "overwrite"])
+def test_claim_won_after_other_inputs(location, tmp_path, policy):
+    """Two versions of an eval on one store: the second never replaces the first unreviewed."""
+    script = tmp_path / "race.py"
+    script.write_text(RACE_SCRIPT)
+    first = subprocess.Popen(
+        [sys.executable, str(script), location, "one", "2.0", "review"],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert first.stdout.readline().strip() == "started"  # it holds the claim now
+    second = subprocess.run(
+        [sys.executable, str(script), location, "two", "0", policy],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    rest, _ = first.communicate(timeout=120)
+    assert rest.split() == ["ran", "succeeded"]
+    lines = second.stdout.split()
+    store = open_store(location)
+    entry = store.get_entry("race.wf/slow")
+    if policy == "review":
+        assert lines == ["needs_review"], second.stderr
+        assert entry.result == json.dumps("ONE")
+        assert store.history("race.wf/slow") == []
+    else:
+        assert lines == ["started", "ran", "succeeded"], second.stderr
+        assert entry.result == json.dumps("TWO")
+        (old,) = store.history("race.wf/slow")
+        assert old["result"] == json.dumps("ONE")

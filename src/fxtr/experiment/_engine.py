@@ -195,10 +195,55 @@ class Run:
         return self._batch
 
     def flush(self) -> None:
-        """Commit what completed since the last flush, in one transaction."""
+        """Commit what completed since the last flush, in one transaction.
+
+        A batch the store refuses (a value it cannot hold, a full disk) is written again in
+        parts: a result that cannot be stored fails only its invocation; the rest is kept.
+        """
         batch, self._batch = self._batch, None
         if batch:
-            self.store.write(batch)
+            try:
+                self.store.write(batch)
+            except Exception as exc:
+                self._write_apart(batch, exc)
+
+    def _write_apart(self, batch: Batch, error: Exception) -> None:
+        from fxtr.store import Batch
+
+        log.warning("a batch could not be stored (%s); writing it in parts", error)
+        lost: dict[str, str] = {}
+        for address, text in batch.entries.items():
+            replaced = batch.replaced.get(address)
+            one = Batch(entries={address: text}, replaced={address: replaced} if replaced else {})
+            try:
+                self.store.write(one)
+            except Exception as exc:
+                lost[address] = f"{type(exc).__name__}: {exc}"
+        for address, problem in lost.items():
+            inv = self.invocations.get(address)
+            if inv is not None:
+                inv.status, inv.result_text, inv.reason = "failed", None, "tool_error"
+                inv.error = (
+                    f"the result of step {inv.step!r} at {address!r} could not be stored "
+                    f"({problem}); return a value the store can hold (valid UTF-8 text)"
+                )
+        records = {
+            job: [
+                self.invocations[r["address"]].to_json() if r["address"] in lost else r
+                for r in rows
+            ]
+            for job, rows in batch.invocations.items()
+        }
+        parts = [Batch(invocations={job: [r]}) for job, rows in records.items() for r in rows]
+        parts += [Batch(entities={k: v}) for k, v in batch.entities.items()]
+        parts += [Batch(values={k: v}) for k, v in batch.values.items()]
+        parts += [Batch(failures={k: v}) for k, v in batch.failures.items()]
+        for part in parts:
+            try:
+                self.store.write(part)
+            except Exception as exc:
+                log.warning("a record could not be stored and is lost: %s", exc)
+        self.store.release(batch.released)
 
     def finish(self, inv: Invocation) -> None:
         """Record an invocation's outcome (and queue it for the store in a live pass)."""

@@ -62,21 +62,16 @@ async def invoke(
                 if step_sem is not None:
                     step_sem.release()
         text = encode_result(run, step, value)
-    except (KeyboardInterrupt, SystemExit, asyncio.CancelledError):
-        raise
+    except asyncio.CancelledError as exc:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # the job is being cancelled: not this invocation's failure
+        return failed(run, step, inv, exc)  # the step raised CancelledError itself
+    except (KeyboardInterrupt, SystemExit) as exc:
+        # raised inside the step's body (a Ctrl-C reaches asyncio as a cancellation)
+        return failed(run, step, inv, exc)
     except Exception as exc:
-        inv.ended_at = time.time()
-        remote = getattr(exc, "remote_traceback", None)  # raised on an executor's worker
-        inv.error = str(exc) if remote else f"{type(exc).__name__}: {exc}"
-        inv.traceback = remote or "".join(traceback.format_exception(exc))
-        inv.reason = classify(exc)
-        inv.category = failure_category(exc)
-        # processes that joined this attempt and wait on our claim take this failure
-        # instead of running the step again
-        run.queue().failures[f"{run.job_id}|{run.attempt}|{address}"] = json.dumps(inv.to_json())
-        release(run, address)
-        run.finish(inv)
-        return Value(None, cause=f"step {step.name!r} failed at {address!r}: {inv.error}")
+        return failed(run, step, inv, exc)
     inv.ended_at = time.time()
     inv.status = "succeeded"
     inv.result_text = text
@@ -105,6 +100,25 @@ async def invoke(
     run.held.discard(address)
     run.finish(inv)
     return Value(value if not isinstance(value, Entity) else BoundID.of(value))
+
+
+def failed(
+    run: Run, step: StepDefinition[..., Any], inv: Invocation, exc: BaseException
+) -> Value:
+    """Record a step's failure: this invocation only; dependents see the cause."""
+    address = inv.address
+    inv.ended_at = time.time()
+    remote = getattr(exc, "remote_traceback", None)  # raised on an executor's worker
+    inv.error = str(exc) if remote else f"{type(exc).__name__}: {exc}"
+    inv.traceback = remote or "".join(traceback.format_exception(exc))
+    inv.reason = classify(exc)
+    inv.category = failure_category(exc)
+    # processes that joined this attempt and wait on our claim take this failure instead
+    # of running the step again
+    run.queue().failures[f"{run.job_id}|{run.attempt}|{address}"] = json.dumps(inv.to_json())
+    release(run, address)
+    run.finish(inv)
+    return Value(None, cause=f"step {step.name!r} failed at {address!r}: {inv.error}")
 
 
 def release(run: Run, address: str) -> None:

@@ -1,8 +1,10 @@
 """The embedded store on diskcache: safe for several processes, one SQLite transaction a batch.
 
-Two diskcache ``Cache`` directories: ``cache/`` holds everything a batch writes together, and
-``jobs/`` holds the job records alone (key: the job id), so listing jobs reads job records
-only, however many results the cache holds. Keys of ``cache/`` (all ``str``, values JSON text):
+One diskcache ``Cache`` in ``cache/`` holds everything a batch writes together; the job
+records live in a table of their own in the same SQLite database (``FxtrJobs``: job id,
+record; ``DiskStore.jobs``), so listing jobs reads job records only, however many results
+the cache holds, and opening the store opens one database. Keys of the cache (all ``str``,
+values JSON text):
 
 - ``e|ADDRESS``: the step-cache entry at an address (fingerprint, step, version, source hash,
   input fingerprints, result).
@@ -57,18 +59,60 @@ def _open_cache(directory: Path) -> diskcache.Cache:
     )
 
 
+class JobTable:
+    """Job records in their own table of the cache's SQLite database: id -> JSON text.
+
+    It shares the cache's connection, so ``cache.transact()`` covers it too.
+    """
+
+    def __init__(self, cache: diskcache.Cache) -> None:
+        self._cache = cache
+        self._sql("CREATE TABLE IF NOT EXISTS FxtrJobs (job_id TEXT PRIMARY KEY, record TEXT)")
+
+    def _sql(self, statement: str, params: tuple[Any, ...] = ()) -> Any:
+        # diskcache keeps one connection per thread (the viewer serves from threads)
+        return self._cache._sql(statement, params)
+
+    def set(self, job_id: str, text: str) -> None:
+        """Write a record."""
+        self._sql(
+            "INSERT INTO FxtrJobs (job_id, record) VALUES (?, ?) "
+            "ON CONFLICT (job_id) DO UPDATE SET record = excluded.record",
+            (job_id, text),
+        )
+
+    def get(self, job_id: str) -> str | None:
+        """A record's text, if any."""
+        row = self._sql("SELECT record FROM FxtrJobs WHERE job_id = ?", (job_id,)).fetchone()
+        return None if row is None else row[0]  # type: ignore[no-any-return]
+
+    def __contains__(self, job_id: object) -> bool:
+        return self.get(str(job_id)) is not None
+
+    def __len__(self) -> int:
+        (count,) = self._sql("SELECT COUNT(*) FROM FxtrJobs").fetchone()
+        return int(count)
+
+    def items(self) -> list[tuple[str, Any]]:
+        """Every (job id, record text), in the order they were first written."""
+        return list(self._sql("SELECT job_id, record FROM FxtrJobs ORDER BY rowid").fetchall())
+
+    def iterkeys(self) -> Iterator[str]:
+        """Every job id."""
+        for job_id, _ in self.items():
+            yield job_id
+
+
 class DiskStore:
     """The project store in one directory, over one diskcache ``Cache``."""
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         self.cache = _open_cache(self.path / "cache")
-        moved = (self.path / "jobs").exists()
-        self.jobs = _open_cache(self.path / "jobs")
-        """Job records by job id, apart from the cache so that listing them is cheap."""
+        self.jobs = JobTable(self.cache)
+        """Job records by job id, apart from the cache entries so that listing them is cheap."""
         self.closed = False
-        if not moved:
-            self._move_job_records()
+        self._move_job_records()
         from fxtr.experiment._hermetic import register_store
 
         register_store(self.path)
@@ -76,7 +120,6 @@ class DiskStore:
     def close(self) -> None:
         """Close the underlying SQLite connections."""
         self.cache.close()
-        self.jobs.close()
         self.closed = True
 
     def _keys(self, prefix: str) -> list[str]:
@@ -108,13 +151,11 @@ class DiskStore:
         keys = self._keys("j|")
         if not keys:
             return
-        with self.jobs.transact():
+        with self.cache.transact():
             for key in keys:
                 text = self.cache.get(key)
                 if text is not None:
                     self.jobs.set(key[2:], text)
-        with self.cache.transact():
-            for key in keys:
                 self.cache.delete(key)
 
     def __repr__(self) -> str:
@@ -284,7 +325,7 @@ class DiskStore:
         Raises:
             KeyError: the store has no such job.
         """
-        with self.jobs.transact():
+        with self.cache.transact():
             record = self.get_job(job_id)
             record.update(fields)
             self.put_job(record)
@@ -296,12 +337,10 @@ class DiskStore:
 
     def iter_jobs(self) -> Iterator[dict[str, Any]]:
         """Every job record (damaged ones are skipped with a warning); cache entries unread."""
-        for job_id in list(self.jobs.iterkeys()):
-            text = self.jobs.get(job_id)
-            if text is not None:
-                record = parse_job(text, f"{job_id!r} in {self.path / 'jobs'}")
-                if record is not None:
-                    yield record
+        for job_id, text in self.jobs.items():
+            record = parse_job(text, f"{job_id!r} in {self.path}")
+            if record is not None:
+                yield record
 
     def job_invocations(self, job_id: str) -> dict[str, dict[str, Any]]:
         """The latest record of each invocation of a job, by address (see ``keeps``)."""
@@ -354,7 +393,7 @@ class DiskStore:
         """Entry counts by kind and the size on disk (counted on the key index)."""
         counts = {name: self._count(prefix + "|") for prefix, name in _KINDS.items()}
         counts["jobs"] = len(self.jobs)
-        return {"path": str(self.path), "bytes": self.cache.volume() + self.jobs.volume(), **counts}
+        return {"path": str(self.path), "bytes": self.cache.volume(), **counts}
 
     def clear_cache(self) -> int:
         """Remove every step-cache entry and its history (job records stay); how many."""
