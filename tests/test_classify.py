@@ -589,6 +589,27 @@ def test_an_agent_servers_exception_field_is_read():
     assert category_from_http(500, body) == "context_overflow"
 
 
+@pytest.mark.parametrize(
+    ("status", "message", "category"),
+    [
+        # a window, a cap, a block said in words of their own: subject, excess, unit
+        (400, "Request exceeds model's token limit", "context_overflow"),
+        (400, "The conversation is too long, please start a new one", "context_overflow"),
+        (400, "Requested output tokens exceed the maximum allowed (8192)", "output_limit"),
+        (400, "The response was blocked because it contains prohibited content", "content_filter"),
+        (403, "Your free trial has ended", "billing"),
+        # the same words where they mean something else
+        (413, "Request exceeds the maximum size", "payload_too_large"),
+        (400, "Invalid 'messages[0].content': string too long.", "invalid_request"),
+        (400, "Requests have exceeded token rate limit of your tier", "rate_limit"),
+        (403, "Access blocked by policy: your organization disabled this model", "permission"),
+    ],
+)
+def test_wider_families_only_where_no_rule_named_anything(status, message, category):
+    """The last-resort families catch new wordings without taking bytes, rates or access."""
+    assert category_from_http(status, {"error": {"message": message}}) == category
+
+
 def test_a_window_in_tokens_is_not_a_byte_limit():
     """A 413 that states its limit in tokens is the token window; one in bytes is not."""
     tokens = {"error": {"code": "tokens_limit_reached", "message": "Max size: 8000 tokens."}}

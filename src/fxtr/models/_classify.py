@@ -25,9 +25,11 @@ fires wins:
    English, Chinese and a few Japanese, Spanish and French phrasings): output cap
    (``max_tokens`` over what the model can produce, checked first so it is never taken for
    an overflow), context overflow, content filter, quota, billing, rate limit (not on a
-   5xx), overload (not on a 4xx: capacity words do not override a client error). A 413
-   counts only a token-window or budget message; otherwise it is ``payload_too_large`` (the
-   provider's byte limit);
+   5xx), overload (not on a 4xx: capacity words do not override a client error); when none
+   of these named anything and no rate is named, the wider families (``WIDER_FAMILIES``: a
+   window, an output cap, a content block, a lapsed subscription in words of their own). A
+   413 counts only a token-window or budget message; otherwise it is ``payload_too_large``
+   (the provider's byte limit);
 4. a code that names a provider failure (``api_error``, ``server_error``): ``server_error``;
 5. the status alone (``STATUS_CATEGORY``; other 5xx ``server_error``, other 4xx
    ``invalid_request``, no status or 2xx ``unknown``).
@@ -215,7 +217,7 @@ MESSAGE_RULES: tuple[tuple[str, _Phrases], ...] = (
         "billing",
         _Phrases(
             r"credit balance|billing|payment required|payment_required|"
-            r"insufficient[_ ](funds|balance|credits?)|balance is insufficient|"
+            r"insufficient[_ ](account )?(funds|balance|credits?)|balance is insufficient|"
             r"budget has been exceeded|exceeded ?budget|over budget|budget[_ ]?exceeded|"
             r"spend(ing)? limit|maximum (monthly )?spend|credit limit|payment method|"
             r"purchase (more )?credits|more credits|add credits|"
@@ -244,6 +246,45 @@ MESSAGE_RULES: tuple[tuple[str, _Phrases], ...] = (
         ),
     ),
 )
+
+WIDER_FAMILIES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "context_overflow",
+        re.compile(
+            r"\b(prompt|input|context|conversation|messages?|request|history)"
+            r"[^.:;'\"`]{0,40}?\b(is |are )?(too long|exceeds?|exceeded|longer than)\b"
+            r"[^.:;'\"`]{0,40}?\b(tokens?\b(?! rate| per)|context|window)|"
+            r"\b(prompt|input|context|conversation|messages?) (length )?(is |are )?too long|"
+            r"\bprompt length\b[^.:;]{0,30}\bexceeds?|"
+            r"\btoken limit (exceeded|reached)|exceeds? (the )?(model'?s? )?token limit"
+        ),
+    ),
+    (
+        "output_limit",
+        re.compile(
+            r"\b(output|completion|max_(completion_|output_|new_)?tokens)\b[^.:;]{0,40}?"
+            r"\b(exceeds?|larger than|greater than|too large)\b"
+            r"[^.:;]{0,30}?\b(maximum|max|limit|allowed)\b"
+        ),
+    ),
+    (
+        "content_filter",
+        re.compile(
+            r"\bblocked\b[^.:;]{0,40}?\b(safety|harmful|prohibited|unsafe|inappropriate|"
+            r"(content|usage|safety) polic)|"
+            r"\b(prohibited|harmful|disallowed) content\b"
+        ),
+    ),
+    (
+        "billing",
+        re.compile(
+            r"\b(subscription|free trial|trial period)\b[^.:;]{0,20}\b(expired|ended|lapsed|over)\b"
+        ),
+    ),
+)
+"""Wider phrasing families, tried only when no rule above named anything: a window, an
+output cap, a content block or a lapsed subscription said in words of their own (a subject,
+a verb of excess and a unit). A rate named in the text ("token rate limit") keeps them out."""
 
 _URL = re.compile(r"https?://\S+")
 """Links in messages (``.../settings/billing``, ``.../rate-limits``) say nothing of the error."""
@@ -488,6 +529,8 @@ def _by_message(status: int | None, text: str) -> str | None:
         return None
     if by_text == "overloaded" and status is not None and 400 <= status < 500:
         return None
+    if by_text is None and not MESSAGE_RULES[4][1].search(text):  # no rate named
+        by_text = _first(WIDER_FAMILIES, text)
     return by_text
 
 
