@@ -125,3 +125,17 @@ def test_a_result_the_store_cannot_hold_fails_only_its_invocation():
     assert store.claim(["f.texts/text[item=b]"], "someone-else", 5) == {
         "f.texts/text[item=b]": None
     }  # the claim was released
+
+
+def test_a_garbled_store_is_one_clear_error_naming_the_path(tmp_path):
+    """Bytes that are not a SQLite database: launch says which file and what to do."""
+    from fxtr.store import StoreError
+
+    store = tmp_path / "store"
+    (store / "cache").mkdir(parents=True)
+    (store / "cache" / "cache.db").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(StoreError) as info:
+        run(all_items, {"items": _items("a")}, store=store)
+    message = str(info.value)
+    assert str(store / "cache" / "cache.db") in message
+    assert "Move" in message and "another store" in message

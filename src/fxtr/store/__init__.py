@@ -10,12 +10,21 @@ and a second one for job records alone, so listing jobs never reads the cache), 
 
 from typing import Any
 
-from fxtr.store._base import Batch, CacheEntry, is_url
+from fxtr.store._base import Batch, CacheEntry, StoreError, is_url
 from fxtr.store._diskcache import DiskStore
 from fxtr.store._factory import open_store
 from fxtr.store._protocol import Store
 
-__all__ = ["Batch", "CacheEntry", "DiskStore", "PostgresStore", "Store", "is_url", "open_store"]
+__all__ = [
+    "Batch",
+    "CacheEntry",
+    "DiskStore",
+    "PostgresStore",
+    "Store",
+    "StoreError",
+    "is_url",
+    "open_store",
+]
 
 
 def __getattr__(name: str) -> Any:

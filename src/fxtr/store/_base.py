@@ -12,6 +12,12 @@ import os
 import warnings
 from typing import Any
 
+from fxtr.experiment.errors import FxtrError
+
+
+class StoreError(FxtrError):
+    """A store that cannot be opened or read: the message names the path and what to do."""
+
 
 def is_url(location: Any) -> bool:
     """Whether a store location is a database URL rather than a directory."""

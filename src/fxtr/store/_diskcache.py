@@ -34,7 +34,7 @@ from typing import Any
 
 import diskcache
 
-from fxtr.store._base import Batch, CacheEntry, keeps, parse_job
+from fxtr.store._base import Batch, CacheEntry, StoreError, keeps, parse_job
 from fxtr.store._base import pid_alive as _pid_alive
 
 _HOST = socket.gethostname()
@@ -108,8 +108,16 @@ class DiskStore:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.cache = _open_cache(self.path / "cache")
-        self.jobs = JobTable(self.cache)
+        try:
+            self.cache = _open_cache(self.path / "cache")
+            self.jobs = JobTable(self.cache)
+        except sqlite3.DatabaseError as exc:  # a garbled cache.db: one clear error
+            msg = (
+                f"{self.path / 'cache' / 'cache.db'} is not a readable fxtr store ({exc}). "
+                f"Move {self.path} aside (or delete it to start afresh), or point fxtr at "
+                "another store (store=..., --fxtr-cache-dir, fxtr --store)."
+            )
+            raise StoreError(msg) from None
         """Job records by job id, apart from the cache entries so that listing them is cheap."""
         self.closed = False
         self._move_job_records()
