@@ -1,5 +1,8 @@
-"""The failure classifier lives in ``fxtr.models._classify`` (providers use its categories);
-tracing re-exports it so that ``fxtr.tracing.classify`` stays the public name."""
+"""Re-export of the failure classifier, which lives in ``fxtr.models._classify``.
+
+Providers use its categories; tracing re-exports it so that ``fxtr.tracing.classify``
+stays the public name.
+"""
 
 from fxtr.models._classify import (  # noqa: F401
     REASON_OF_CATEGORY,
