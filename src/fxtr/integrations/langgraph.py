@@ -84,6 +84,8 @@ _INTERNAL = frozenset({"__start__", "__end__"})
 MAX_TASKS = 2048
 """Task records kept per thread (then the oldest are dropped: a rerun of a task that old is
 recorded without ``depends_on``)."""
+MAX_RUNS = 4096
+"""LangChain runs the handler keeps (graph runs claimed, tasks running); the oldest go first."""
 MAX_STEPS = 512
 """Super-step records (and checkpoint numbers, ``Send`` packets) kept per thread; open
 super-steps are kept apart until they close."""
@@ -666,7 +668,7 @@ class _TaskWatcher(BaseCallbackHandler):
             if last[0] in self._graphs:
                 return False  # an older run of this context, already claimed
             self._graphs[last[0]] = (owner, thread_id, ns)
-            while len(self._graphs) > MAX_STEPS:
+            while len(self._graphs) > MAX_RUNS:
                 self._graphs.popitem(last=False)
         return True
 
@@ -728,7 +730,7 @@ class _TaskWatcher(BaseCallbackHandler):
         token = current_frame.set(frame) if frame is not None else None
         with self._lock:
             self._tasks[run_id] = (owner, thread_id, ns, task_id, token)
-            while len(self._tasks) > MAX_TASKS:  # runs whose end never came
+            while len(self._tasks) > MAX_RUNS:  # runs whose end never came
                 _, (_, old_thread, _, old_task, _) = self._tasks.popitem(last=False)
                 self._running.pop((old_thread, old_task), None)
 
