@@ -35,7 +35,8 @@ async def flux():
 def counts(registered) -> dict[str, tuple[int, int, int]]:
     report = asyncio.run(validate(registered))
     return {
-        name: (r.tests_passed, r.tests_failed, r.tests_skipped) for name, r in report.results.items()
+        name: (r.tests_passed, r.tests_failed, r.tests_skipped)
+        for name, r in report.results.items()
     }
 
 
