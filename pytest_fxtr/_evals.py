@@ -446,6 +446,8 @@ def numeric(value: Any) -> float | None:
 
     A value with a numeric ``value`` attribute (a kit ``Score``) counts as that number.
     """
+    if type(value) is float:  # the common case first
+        return value if math.isfinite(value) else None
     if not isinstance(value, (bool, int, float)) and hasattr(value, "value"):
         value = value.value
     if isinstance(value, bool):
@@ -455,8 +457,13 @@ def numeric(value: Any) -> float | None:
     return None
 
 
+_PLAIN_KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)=([^,\[\]/]*)")
+
+
 def address_keys(address: str) -> dict[str, str]:
     """Every map key along an address, unquoted (``a/b[k="x/y"]`` → ``{"k": "x/y"}``)."""
+    if '"' not in address:  # no quoted key: the common case, at C speed
+        return dict(_PLAIN_KEY.findall(address))
     keys: dict[str, str] = {}
     for segment in _segments(address):
         if not segment.endswith("]") or "[" not in segment:
@@ -478,6 +485,8 @@ def _segments(address: str) -> list[str]:
 
 
 def _split_outside_quotes(text: str, sep: str) -> list[str]:
+    if '"' not in text:  # no quoted key: the common case, at C speed
+        return text.split(sep)
     parts: list[str] = []
     current: list[str] = []
     quoted = escaped = False
@@ -537,22 +546,25 @@ def evaluation_payload(ev: Eval, fail_under: float | None) -> dict[str, Any]:
     case_dims = [d for d in out_dims if d == CASE]
     group_dims = [d for d in out_dims if d not in (CASE, SAMPLE)]
     sample = SAMPLE if SAMPLE in out_dims else None
+    positions = [out_dims.index(d) for d in group_dims + case_dims]
+    n_group = len(group_dims)
     by_cell: dict[tuple[Any, ...], dict[str, Any]] = {}
-    any_numeric = False
+    any_numeric = any_value = False
     for key, value in partial.items():
-        named = dict(zip(out_dims, key, strict=True))
-        group = {d: _text(named[d]) for d in group_dims}
-        case = {d: _text(named[d]) for d in case_dims}
-        ident = tuple(group.values()) + tuple(case.values())
-        if ident not in by_cell:
-            by_cell[ident] = _cell(group, case)
-        cell = by_cell[ident]
-        number = None if key in missing else numeric(value)
-        any_numeric = any_numeric or number is not None
+        ident = tuple(_text(key[i]) for i in positions)
+        cell = by_cell.get(ident)
+        if cell is None:
+            group = dict(zip(group_dims, ident[:n_group], strict=True))
+            cell = by_cell[ident] = _cell(group, dict(zip(case_dims, ident[n_group:], strict=True)))
+        gone = key in missing if missing else False
+        number = None if gone else numeric(value)
         if number is None:
             cell["status"] = "missing"
-            if key not in missing and value is not None:
+            if not gone and value is not None:
                 cell["non_numeric"] = cell.get("non_numeric", 0) + 1
+        else:
+            any_numeric = True
+        any_value = any_value or not gone
         cell["values"].append(number)
     _attach_addresses(by_cell, job.invocations, group_dims, case_dims)
     payload.update(
@@ -560,7 +572,7 @@ def evaluation_payload(ev: Eval, fail_under: float | None) -> dict[str, Any]:
         group_dims=group_dims,
         sample_dim=sample,
         cells=list(by_cell.values()),
-        numeric=any_numeric,
+        numeric=any_numeric or not any_value,
     )
     return payload
 
@@ -570,7 +582,7 @@ def _cell(group: dict[str, str], case: dict[str, str]) -> dict[str, Any]:
 
 
 def _text(key: Any) -> str:
-    return key if isinstance(key, str) else str(key)
+    return key if type(key) is str else str(key)
 
 
 def _attach_addresses(

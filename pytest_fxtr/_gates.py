@@ -41,15 +41,13 @@ def find_baseline(store: Any, ref: str, eval_key: str, run_id: str, here: Path) 
         return _from_report(path, ref, eval_key)
     from fxtr.report import resolve_job
 
+    if ref == LATEST:
+        return _latest(store, eval_key, run_id)
     try:
-        job_id = resolve_job(store, ref, eval_key=eval_key if ref == LATEST else None)
+        job_id = resolve_job(store, ref)
     except KeyError as exc:
-        if ref == LATEST:
-            return Baseline(None, None, None, note=f"no earlier job of {eval_key} in the store")
         msg = f"--fxtr-baseline {ref}: {exc.args[0]}"
         raise pytest.UsageError(msg) from None
-    if job_id.startswith(f"{run_id}-"):
-        return Baseline(None, None, None, note="the newest job of this eval is this run's")
     evaluation = store.get_job(job_id).get("evaluation")
     if not evaluation or not evaluation.get("cells"):
         msg = (
@@ -61,6 +59,24 @@ def find_baseline(store: Any, ref: str, eval_key: str, run_id: str, here: Path) 
     if evaluation.get("eval") != eval_key:
         note = f"baseline job {job_id} is of eval {evaluation.get('eval')}, not this one"
         return Baseline(None, None, None, note=note)
+    return Baseline(job_id, "store", evaluation["cells"])
+
+
+def _latest(store: Any, eval_key: str, run_id: str) -> Baseline:
+    """The newest earlier job of the eval that has scores.
+
+    A job where nothing was scored (every case awaited review, say) is no baseline.
+    """
+    candidates = []
+    for record in store.iter_jobs():
+        evaluation = record.get("evaluation") or {}
+        if evaluation.get("eval") != eval_key or record["job_id"].startswith(f"{run_id}-"):
+            continue
+        if any(v is not None for c in evaluation.get("cells") or [] for v in c["values"]):
+            candidates.append((record.get("created_at") or 0.0, record["job_id"], evaluation))
+    if not candidates:
+        return Baseline(None, None, None, note=f"no earlier job of {eval_key} has scores")
+    _, job_id, evaluation = max(candidates, key=lambda c: (c[0], c[1]))
     return Baseline(job_id, "store", evaluation["cells"])
 
 
@@ -97,13 +113,14 @@ def evaluate(payload: dict[str, Any], baseline: Baseline | None, margin: float) 
 
     cells = payload["cells"]
     threshold = payload.get("threshold")
-    labels = {_key(case): label for case, label in payload.get("clusters") or []}
+    labels = {scores.key_of(case): label for case, label in payload.get("clusters") or []}
+    clusters = labels or None
     groups: list[dict[str, Any]] = []
     notes: list[str] = []
     if payload.get("numeric", True):
         for group_key, cases in scores.case_scores(cells).items():
-            clusters = {c: labels[c] for c in cases if c in labels} if labels else None
-            stats = dict(scores.group_statistics(cases, threshold=threshold, clusters=clusters))
+            mine = {c: labels[c] for c in cases if c in labels} if labels else None
+            stats = dict(scores.group_statistics(cases, threshold=threshold, clusters=mine))
             stats["group"] = dict(group_key)
             groups.append(stats)
     base: dict[str, Any] | None = None
@@ -143,6 +160,25 @@ def evaluate(payload: dict[str, Any], baseline: Baseline | None, margin: float) 
         "job_id": payload.get("job_id"),
         "threshold": threshold,
         "notes": notes,
+    }
+
+
+def unscored(payload: dict[str, Any], error: Exception) -> dict[str, Any]:
+    """The evaluation of an eval whose cells could not be scored: its gate fails, saying why."""
+    problem = f"its scores could not be computed: {type(error).__name__}: {error}"
+    return {
+        "eval": payload["eval"],
+        "workflow": payload["workflow"],
+        "case_dims": payload["case_dims"],
+        "group_dims": payload["group_dims"],
+        "sample_dim": payload["sample_dim"],
+        "cells": payload["cells"],
+        "groups": [],
+        "gate": {"passed": False, "failed": [problem], "regressed": []},
+        "baseline": None,
+        "job_id": payload.get("job_id"),
+        "threshold": payload.get("threshold"),
+        "notes": [],
     }
 
 

@@ -314,10 +314,8 @@ def _failures_block(tr: Any, invocations: list[dict[str, Any]], verbose: int) ->
         for inv in failed + review:
             tr.write_line(f"  {inv['status']} {inv['address']}: {inv.get('error')}")
     if review:
-        tr.write_line(
-            "  cached results came from other inputs or code; rerun with "
-            "--fxtr-cache-conflict=overwrite to replace them"
-        )
+        tr.write_line("  cached results came from other inputs or code; rerun with")
+        tr.write_line("  --fxtr-cache-conflict=overwrite to replace them")
 
 
 def _gate(g: dict[str, Any]) -> str:
@@ -444,8 +442,12 @@ def pass_at_lines(groups: list[dict[str, Any]]) -> list[str]:
 
 def failure_lines(evaluations: list[dict[str, Any]]) -> list[str]:
     """Why the run fails on scores: every missed gate and every regression, one line each."""
-    lines = []
+    lines: list[str] = []
     for e in evaluations:
+        if not e["gate"]["passed"] and not e["groups"]:
+            lines.extend(
+                f"fxtr: score gate failed for {e['eval']}: {p}" for p in e["gate"]["failed"]
+            )
         for g in e["groups"]:
             if g.get("passed") is False:
                 lines.append(

@@ -255,13 +255,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state.worker or not state.payloads:
         return
     from fxtr.store import open_store
-    from pytest_fxtr._gates import evaluate, merge_payloads, store_evaluation
+    from pytest_fxtr._gates import evaluate, merge_payloads, store_evaluation, unscored
     from pytest_fxtr._summary import job_summary, report_json, write_markdown, write_report
 
     settings = state.settings
     store = open_store(settings.store)
     for nodeid, payload in merge_payloads(state.payloads).items():
-        evaluation = evaluate(payload, state.baselines.get(nodeid), settings.baseline_margin)
+        try:
+            evaluation = evaluate(payload, state.baselines.get(nodeid), settings.baseline_margin)
+        except ValueError as exc:  # a score the statistics refuse (say, an infinite one)
+            evaluation = unscored(payload, exc)
         state.evaluations.append(evaluation)
         store_evaluation(store, evaluation)
     for job_id in dict.fromkeys(p["job_id"] for p in state.payloads if p["job_id"]):

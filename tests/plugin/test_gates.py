@@ -331,6 +331,11 @@ def test_baseline_latest_catches_a_regression_and_not_a_fluctuation(pytester, mo
     first = pytester.runpytest("--fxtr-report", "r1.json")
     assert first.ret == 0
     write(pytester, monkeypatch, WORSE)
+    # without overwrite every case awaits review (its items fail, the groups count them
+    # missing), and that job, where nothing was scored, is no baseline for `latest`
+    review = pytester.runpytest("--fxtr-baseline", "latest")
+    assert review.ret == 1
+    review.stdout.fnmatch_lines(["model=a*-*-*-*0*10*"])
     result = pytester.runpytest(
         "--fxtr-baseline",
         "latest",
@@ -415,7 +420,9 @@ def test_bad_baselines_are_usage_errors_and_a_first_run_has_none(pytester, monke
     write(pytester, monkeypatch, BASE)
     first = pytester.runpytest("--fxtr-baseline", "latest")
     assert first.ret == 0
-    first.stdout.fnmatch_lines(["fxtr: no baseline: no earlier job of test_g.py::test_g*"])
+    first.stdout.fnmatch_lines(
+        ["fxtr: no baseline: no earlier job of test_g.py::test_g has scores"]
+    )
     missing = pytester.runpytest("--fxtr-baseline", "nosuchjob")
     assert missing.ret == pytest.ExitCode.USAGE_ERROR
     missing.stderr.fnmatch_lines(["*--fxtr-baseline nosuchjob: No job 'nosuchjob'*"])
@@ -576,3 +583,19 @@ def test_entities_name_themselves_in_node_ids(pytester):
 
 
 assert os.sep  # the tests use POSIX paths in messages
+
+
+def test_keys_with_address_syntax_keep_their_cells(pytester, monkeypatch):
+    """Ids with `/`, `,`, `=`, quotes, spaces and brackets: every item gets its own value,
+    and every cell of the evaluation finds its invocations."""
+    names = ["a/b", "x,y", 'q"t', "k=v", "sp ace", "br[1]"]
+    table = {"m": {n: [float(i % 2)] for i, n in enumerate(names)}}
+    write(pytester, monkeypatch, table, body="assert result[0] == TABLE[model][case][0]")
+    result = pytester.runpytest("--fxtr-report", "r.json")
+    result.assert_outcomes(passed=6)
+    (job,) = report(pytester)["jobs"]
+    assert sorted(c["case"]["case"] for c in job["cells"]) == sorted(names)
+    for cell in job["cells"]:
+        assert cell["status"] == "ok" and len(cell["addresses"]) == 1, cell
+    (g,) = groups(report(pytester)).values()
+    assert g["n"] == 6 and g["mean"] == pytest.approx(0.5)

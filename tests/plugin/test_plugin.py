@@ -431,16 +431,17 @@ def test_long_jobs_show_progress(pytester):
     )
 
 
-def test_dask_executor_option(pytester):
+def test_dask_executor_option(pytester, monkeypatch):
     """--fxtr-executor=dask://local runs the steps on an in-process cluster, same outcomes."""
     import importlib.util
 
-    # not importorskip: importing distributed in this process breaks the package metadata
-    # lookups of later in-process pytester runs (their plugins go missing)
+    # in a subprocess, and not importorskip: importing distributed in this process breaks
+    # the package metadata lookups of later in-process pytester runs (their plugins go missing)
     if importlib.util.find_spec("distributed") is None:
         pytest.skip("distributed is not installed")
     write_eval(pytester, threshold=0.1)
-    result = pytester.runpytest("--fxtr-executor", "dask://local")
+    monkeypatch.setenv("EVAL_RUNS", str(pytester.path / "runs.txt"))
+    result = pytester.runpytest_subprocess("--fxtr-executor", "dask://local")
     result.assert_outcomes(passed=6)
     result.stdout.fnmatch_lines(["fxtr: *executor=dask://local*"])
     assert len(runs(pytester)) == 6
