@@ -345,8 +345,8 @@ def test_a_store_that_is_not_a_store_is_one_clear_error(tmp_path, capsys):
     for command in (["jobs"], ["show", "latest"], ["view", "--port", "0"], ["cache"]):
         assert main(["--store", str(store), *command]) == 1
         err = capsys.readouterr().err
-        assert err.count("\n") == 1 and f"cannot open the store at {store}" in err
-        assert "move it aside" in err or "--store" in err
+        assert err.count("\n") == 1 and str(store) in err, err
+        assert "aside" in err or "--store" in err
 
 
 def test_a_garbled_job_record_is_skipped_with_a_warning(failed_job, capsys):

@@ -81,7 +81,7 @@ def invocation_rows(
     view: Any, op: str | None, status: str | None, query: str | None, offset: int, limit: int
 ) -> dict[str, Any]:
     """One page of a job's invocations, filtered by operation, status and text."""
-    from fxtr.report._views import strip_keys
+    from fxtr.tracing._jobgraph import strip_keys
 
     rows = []
     for address, inv in sorted(view.invocations.items()):

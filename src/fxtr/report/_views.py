@@ -10,7 +10,7 @@ from typing import Any
 from fxtr.report._evals import evaluation_of, gate_label, model_call_view
 from fxtr.report._values import render_value
 from fxtr.store import Store
-from fxtr.tracing._jobgraph import source_op
+from fxtr.tracing._jobgraph import address_segments, parent_address, source_op, strip_keys
 
 MAX_GRAPH_NODES = 300
 """Operation graphs larger than this are shown as a tree instead of a drawing."""
@@ -140,25 +140,8 @@ def _iso(timestamp: float | None) -> str | None:
     return dt.datetime.fromtimestamp(timestamp).isoformat(timespec="seconds")
 
 
-def strip_keys(address: str) -> str:
-    """An address without its map keys: the operation it belongs to."""
-    out, depth, quoted = [], 0, False
-    for ch in address:
-        if depth and ch == '"':
-            quoted = not quoted
-        elif ch == "[" and not quoted:
-            depth += 1
-            continue
-        elif ch == "]" and not quoted and depth:
-            depth -= 1
-            continue
-        if not depth:
-            out.append(ch)
-    return "".join(out)
-
-
-def _source_op(label: str) -> str | None:
-    source = source_op(label)
+def _source_op(label: str, known: set[str]) -> str | None:
+    source = source_op(label, known)
     return strip_keys(source) if source else None
 
 
@@ -173,7 +156,7 @@ def operation_graph(view: JobView) -> dict[str, Any]:
 
     def node(key: str, kind: str, name: str) -> dict[str, Any]:
         if key not in nodes:
-            parent = key.rpartition("/")[0] or None
+            parent = parent_address(key) or None
             nodes[key] = {
                 "id": key,
                 "kind": kind,
@@ -193,25 +176,26 @@ def operation_graph(view: JobView) -> dict[str, Any]:
 
     for wf in view.workflows:
         key = strip_keys(wf["address"])
-        n = node(key, "workflow", key.rpartition("/")[2] or key)
+        n = node(key, "workflow", address_segments(key)[-1])
         n["callee"] = wf["workflow"]
         n["counts"][wf["status"]] += 1
         n["invocations"] += 1
     edges: list[dict[str, Any]] = []
     seen_edges: set[tuple[str, str, str]] = set()
+    known = {f"{w}/{op['name']}" for w, ops in view.ops.items() for op in ops}
     for wf_address, ops in view.ops.items():
         for op in ops:
             key = strip_keys(f"{wf_address}/{op['name']}")
             n = node(key, op["kind"], op["name"])
             n["callee"] = op.get("callee")
             for param, label in (op.get("inputs") or {}).items():
-                source = _source_op(label)
+                source = _source_op(label, known)
                 if source and (source, key, param) not in seen_edges:
                     seen_edges.add((source, key, param))
                     edges.append({"source": source, "target": key, "param": param})
     for address, inv in view.invocations.items():
         key = strip_keys(address)
-        n = node(key, "step", key.rpartition("/")[2])
+        n = node(key, "step", address_segments(key)[-1])
         n["callee"] = inv.get("step")
         n["counts"][inv["status"]] += 1
         n["invocations"] += 1

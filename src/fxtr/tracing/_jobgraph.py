@@ -1,8 +1,16 @@
-"""A job's execution graph, built from its records: the job, workflows, steps, model calls."""
+"""A job's execution graph, built from its records: the job, workflows, steps, model calls.
+
+Addresses are read here with one quote-aware scanner (:func:`address_segments`): the engine
+writes a map key as JSON text when it holds address syntax (``a/b[case="x/y"]``, see
+``fxtr.experiment._graph.format_key``), so ``/``, ``[``, ``]``, ``,``, ``=`` and escaped
+quotes inside a quoted key are text, never structure. Quotes count only inside brackets
+(operation names and roots carry no brackets, but may carry a quote).
+"""
 
 from __future__ import annotations
 
-import re
+import json
+from collections.abc import Collection, Iterator
 from typing import TYPE_CHECKING, Any
 
 from fxtr.tracing._graph import Node, TaskGraph
@@ -12,43 +20,132 @@ if TYPE_CHECKING:
 
 _CALL_ATTRS = ("provider", "role", "cached_input_tokens", "messages", "reply", "api", "note")
 """What a model-call node keeps from its invocation's ``model_calls`` entry."""
-_LAST = re.compile(r"^(?P<name>[^\[\]]+)(\[(?P<keys>.*)\])?$")
+
+
+def _scan(text: str) -> Iterator[tuple[str, bool, int]]:
+    """Each character of an address with whether it is structure, and the bracket depth.
+
+    A character is structure when it is outside every quoted key; brackets report the depth
+    inside them (``[`` and ``]`` at depth 1, ``/`` between segments at depth 0).
+    """
+    depth, quoted, escaped = 0, False, False
+    for ch in text:
+        if quoted:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                quoted = False
+            yield ch, False, depth
+        elif ch == '"' and depth:
+            quoted = True
+            yield ch, False, depth
+        elif ch == "[":
+            depth += 1
+            yield ch, True, depth
+        elif ch == "]" and depth:
+            yield ch, True, depth
+            depth -= 1
+        else:
+            yield ch, True, depth
+
+
+def _split(text: str, sep: str) -> list[str]:
+    """``text`` split at every ``sep`` that is structure at depth 0."""
+    if '"' not in text and "[" not in text:  # nothing quoted: the common case, at C speed
+        return text.split(sep)
+    parts: list[str] = []
+    current: list[str] = []
+    for ch, structure, depth in _scan(text):
+        if ch == sep and structure and not depth:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    return parts
+
+
+def address_segments(address: str) -> list[str]:
+    """The segments of an address (``root/op[k="a/b"]/child`` → 3), keys kept whole."""
+    return _split(address, "/")
+
+
+def parent_address(address: str) -> str:
+    """The address one segment up (``""`` for a root)."""
+    return "/".join(address_segments(address)[:-1])
+
+
+def strip_keys(address: str) -> str:
+    """An address without its map keys: the operation it belongs to."""
+    if "[" not in address:
+        return address
+    return "".join(ch for ch, _, depth in _scan(address) if not depth)
+
+
+def _key_text(text: str) -> str:
+    if text.startswith('"'):
+        try:
+            value = json.loads(text)
+        except ValueError:
+            return text
+        return value if isinstance(value, str) else text
+    return text
+
+
+def split_segment(segment: str) -> tuple[str, dict[str, str]]:
+    """``(operation name, map keys)`` of one segment; keys unquoted (``k="a/b"`` → ``a/b``).
+
+    An integer key comes back as its text (``sample=2`` → ``"2"``).
+    """
+    name, bracket, rest = segment.partition("[")
+    if not bracket or not rest.endswith("]"):
+        return segment, {}
+    parts: list[str] = []
+    current: list[str] = []
+    for ch, structure, depth in _scan(segment[len(name) :]):
+        if structure and ch in "[]":
+            continue
+        if structure and ch == "," and depth == 1:
+            parts.append("".join(current))
+            current = []
+        else:
+            current.append(ch)
+    parts.append("".join(current))
+    keys: dict[str, str] = {}
+    for part in parts:
+        dim, _, text = part.partition("=")
+        keys[dim] = _key_text(text)
+    return name, keys
 
 
 def split_address(address: str) -> tuple[str, str, dict[str, str]]:
     """``(parent address, operation name, map keys)`` of an address."""
-    parent, _, last = address.rpartition("/")
-    match = _LAST.match(last)
-    if match is None:
-        return parent, last, {}
-    keys: dict[str, str] = {}
-    if match.group("keys"):
-        for part in _split_keys(match.group("keys")):
-            k, _, v = part.partition("=")
-            keys[k] = v
-    return parent, match.group("name"), keys
+    segments = address_segments(address)
+    name, keys = split_segment(segments[-1])
+    return "/".join(segments[:-1]), name, keys
 
 
-def _split_keys(text: str) -> list[str]:
-    parts, current, quoted = [], "", False
-    for ch in text:
-        if ch == '"':
-            quoted = not quoted
-        if ch == "," and not quoted:
-            parts.append(current)
-            current = ""
-            continue
-        current += ch
-    parts.append(current)
-    return parts
+def source_op(label: str, known: Collection[str] | None = None) -> str | None:
+    """The operation address a handle label comes from (field projections stripped).
 
-
-def source_op(label: str) -> str | None:
-    """The operation address a handle label comes from (field projections stripped)."""
+    A label is an operation's address, maybe with a field path (``wf/answer.text``). An
+    operation name may hold a dot itself: given the ``known`` operation addresses, the
+    longest one the label starts with wins; without them the name ends at the first dot.
+    """
     if label.startswith(("input:", "value:", "combine(", "stack[")):
         return None
-    head, _, last = label.rpartition("/")
-    return f"{head}/{last.split('.', 1)[0]}" if head else None
+    segments = address_segments(label)
+    if len(segments) < 2:
+        return None
+    head, last = "/".join(segments[:-1]), segments[-1]
+    if known is not None:
+        cuts = [i for i, ch in enumerate(last) if ch == "."] + [len(last)]
+        for cut in reversed(cuts):
+            if f"{head}/{last[:cut]}" in known:
+                return f"{head}/{last[:cut]}"
+    return f"{head}/{last.split('.', 1)[0]}"
 
 
 def job_graph(result: JobResult) -> TaskGraph:
@@ -71,7 +168,7 @@ def job_graph(result: JobResult) -> TaskGraph:
     )
     graph.add(job)
     for wf in result.workflows:
-        parent = wf.address.rpartition("/")[0]
+        parent = parent_address(wf.address)
         graph.add(
             Node(
                 id=wf.address,
@@ -92,7 +189,7 @@ def job_graph(result: JobResult) -> TaskGraph:
     upstream: dict[str, list[str]] = {}
     for wf_address, ops in result.ops.items():
         for op in ops:
-            sources = [source_op(label) for label in op.get("inputs", {}).values()]
+            sources = [source_op(label, by_op) for label in op.get("inputs", {}).values()]
             upstream[f"{wf_address}/{op['name']}"] = [s for s in sources if s in by_op]
     for inv in result.invocations:
         parent, name, keys = split_address(inv.address)

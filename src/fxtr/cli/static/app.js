@@ -70,13 +70,18 @@
     return out;
   }
 
+  // An address without its map keys (fxtr.tracing._jobgraph.strip_keys): a quoted key is
+  // JSON text, so brackets, slashes and escaped quotes inside it are text.
   function stripKeys(address) {
-    var out = "", depth = 0, quoted = false;
+    var out = "", depth = 0, quoted = false, escaped = false;
     for (var i = 0; i < address.length; i++) {
       var c = address[i];
-      if (depth && c === '"') { quoted = !quoted; }
-      else if (c === "[" && !quoted) { depth++; continue; }
-      else if (c === "]" && !quoted && depth) { depth--; continue; }
+      if (quoted) {
+        if (escaped) { escaped = false; } else if (c === "\\") { escaped = true; } else if (c === '"') { quoted = false; }
+      }
+      else if (depth && c === '"') { quoted = true; }
+      else if (c === "[") { depth++; continue; }
+      else if (c === "]" && depth) { depth--; continue; }
       if (!depth) { out += c; }
     }
     return out;
