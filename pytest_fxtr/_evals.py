@@ -552,8 +552,9 @@ def evaluation_payload(ev: Eval, fail_under: float | None) -> dict[str, Any]:
     any_numeric = any_value = False
     for key, value in partial.items():
         ident = tuple(_text(key[i]) for i in positions)
-        cell = by_cell.get(ident)
-        if cell is None:
+        if ident in by_cell:
+            cell = by_cell[ident]
+        else:
             group = dict(zip(group_dims, ident[:n_group], strict=True))
             cell = by_cell[ident] = _cell(group, dict(zip(case_dims, ident[n_group:], strict=True)))
         gone = key in missing if missing else False
