@@ -112,10 +112,13 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def _check_store(state: State) -> None:
     """Open the store once before any job: one clear usage error when it is not a store."""
-    from fxtr.store import open_store
+    from fxtr.store import StoreError, open_store
 
     try:
         open_store(state.settings.store)
+    except StoreError as exc:  # it names the file and what to do
+        msg = f"fxtr: {exc}"
+        raise pytest.UsageError(msg) from None
     except Exception as exc:
         msg = (
             f"fxtr cannot open its store {state.settings.store}: {type(exc).__name__}: {exc}. "

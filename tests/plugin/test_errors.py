@@ -158,7 +158,9 @@ def test_a_garbled_store_is_one_clear_error(pytester):
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     out = result.stdout.str() + result.stderr.str()
     assert "INTERNALERROR" not in out and "Traceback" not in out
-    result.stderr.fnmatch_lines(["*fxtr cannot open its store */.fxtr*move it aside*"])
+    result.stderr.fnmatch_lines(
+        ["*fxtr: */.fxtr/cache/cache.db is not a readable fxtr store*Move */.fxtr aside*"]
+    )
     assert runs(pytester) == []
 
 
