@@ -147,7 +147,7 @@ def _progress(config: pytest.Config, state: State, ev: Any) -> Any:
     capman = config.pluginmanager.get_plugin("capturemanager")
     if state.worker or tr is None:
         return None
-    counts = {"done": 0, "cached": 0, "failed": 0, "usd": 0.0}
+    counts = {"done": 0, "cached": 0, "failed": 0, "usd": 0.0, "unpriced": 0}
     start = last = time.monotonic()
 
     def on_invocation(inv: Any) -> None:
@@ -157,13 +157,16 @@ def _progress(config: pytest.Config, state: State, ev: Any) -> Any:
         counts["failed"] += inv.status == "failed"
         if not inv.from_cache and inv.cost_usd:
             counts["usd"] += inv.cost_usd
+        if not inv.from_cache and inv.calls and inv.cost_usd is None:
+            counts["unpriced"] += 1
         now = time.monotonic()
         if now - last >= 2.0:
             last = now
             line = (
                 f"fxtr: {ev.workflow.name}: {counts['done']} steps done "
                 f"({counts['cached']} cached, {counts['failed']} failed), "
-                f"${counts['usd']:.4f} so far, {now - start:.0f}s"
+                f"${counts['usd']:.4f}{' + n/a' if counts['unpriced'] else ''} so far, "
+                f"{now - start:.0f}s"
             )
             if capman is not None:
                 with capman.global_and_fixture_disabled():
