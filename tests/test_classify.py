@@ -723,3 +723,115 @@ def test_output_cap_and_context_window_are_told_apart(message, category):
 def test_messages_in_chinese(status, body, category):
     """Providers that answer in Chinese (Zhipu, DeepSeek, Qwen) are read too."""
     assert category_from_http(status, body) == category
+
+
+# the official SDKs' transport errors ------------------------------------------------------
+
+openai = pytest.importorskip("openai")
+anthropic = pytest.importorskip("anthropic")
+httpx2 = pytest.importorskip("httpx2")
+
+SDK_URL = {
+    "openai": "https://api.openai.com/v1/chat/completions",
+    "anthropic": "https://api.anthropic.com/v1/messages",
+}
+SDK_TRANSPORT = [
+    (sdk, name, category)
+    for sdk in ("openai", "anthropic")
+    for name, category in (("APITimeoutError", "timeout"), ("APIConnectionError", "connection"))
+]
+
+
+def _sdk_error(sdk_name, class_name):
+    """A real SDK transport error, built as the SDK builds it (from the request it sent)."""
+    sdk = {"openai": openai, "anthropic": anthropic}[sdk_name]
+    request = httpx2.Request("POST", SDK_URL[sdk_name])
+    if class_name == "APITimeoutError":
+        return sdk.APITimeoutError(request=request)
+    return sdk.APIConnectionError(request=request)
+
+
+@pytest.mark.parametrize(("sdk", "name", "category"), SDK_TRANSPORT)
+def test_sdk_transport_errors_keep_their_category_and_are_tool_error(sdk, name, category):
+    """openai/anthropic APITimeoutError and APIConnectionError: category timeout/connection;
+    raised by user code they are the user's tool failing (DESIGN §3), like httpx's."""
+    error = _sdk_error(sdk, name)
+    assert type(error).__module__.partition(".")[0] == sdk  # the SDK's own class
+    assert failure_category(error) == category
+    assert classify(error) == "tool_error"
+
+
+def _raised_by_sdk(sdk_name, raised):
+    """The exception the real SDK client raises when its transport raises ``raised``."""
+
+    def handler(request):
+        raise raised
+
+    http = httpx2.Client(transport=httpx2.MockTransport(handler))
+    try:
+        if sdk_name == "openai":
+            client = openai.OpenAI(api_key="sk-test", max_retries=0, http_client=http)
+            call = lambda: client.chat.completions.create(  # noqa: E731
+                model="gpt-4o-mini", messages=[{"role": "user", "content": "hi"}]
+            )
+        else:
+            client = anthropic.Anthropic(api_key="sk-ant-test", max_retries=0, http_client=http)
+            call = lambda: client.messages.create(  # noqa: E731
+                model="claude-sonnet-4-6",
+                max_tokens=16,
+                messages=[{"role": "user", "content": "hi"}],
+            )
+        sdk = {"openai": openai, "anthropic": anthropic}[sdk_name]
+        with pytest.raises(sdk.APIConnectionError) as info:
+            call()
+        return info.value
+    finally:
+        http.close()
+
+
+@pytest.mark.parametrize("sdk", ["openai", "anthropic"])
+def test_sdk_transport_errors_as_the_sdk_raises_them(sdk):
+    """Through the SDK client over a MockTransport: a read timeout and a refused connection."""
+    timeout = _raised_by_sdk(sdk, httpx2.ReadTimeout("timed out"))
+    refused = _raised_by_sdk(sdk, httpx2.ConnectError("refused"))
+    assert type(timeout).__name__ == "APITimeoutError"
+    assert type(refused).__name__ == "APIConnectionError"
+    assert (failure_category(timeout), classify(timeout)) == ("timeout", "tool_error")
+    assert (failure_category(refused), classify(refused)) == ("connection", "tool_error")
+
+
+class APITimeoutError(Exception):
+    """User code's own class that happens to share the SDK's name."""
+
+
+class GatewayDown(openai.APIConnectionError):
+    """User code's subclass of an SDK error: the SDK's class is in its MRO."""
+
+
+def test_sdk_transport_errors_are_matched_by_name_and_package():
+    """A same-named class outside the SDKs is not taken; a subclass of the SDK's class is."""
+    request = httpx2.Request("POST", SDK_URL["openai"])
+    assert failure_category(APITimeoutError("slow")) is None
+    assert failure_category(GatewayDown(request=request)) == "connection"
+    assert classify(GatewayDown(request=request)) == "tool_error"
+    status_error = openai.APIStatusError(
+        "Error code: 429",
+        response=httpx2.Response(429, request=request, json=oai("Rate limit reached", code="x")),
+        body=oai("Rate limit reached", code="rate_limit_exceeded"),
+    )
+    assert (failure_category(status_error), classify(status_error)) == ("rate_limit", "budget")
+
+
+@pytest.mark.parametrize(("sdk", "name", "category"), SDK_TRANSPORT)
+def test_a_step_raising_an_sdk_transport_error_is_tool_error_with_its_category(sdk, name, category):
+    """Raised inside ``client.step``: the step node fails with tool_error, category kept."""
+    from fxtr.models import MockModelAPI
+    from fxtr.tracing import Client
+
+    client = Client({"m": MockModelAPI("gpt-4o-mini", "x")})
+    with client.task("t") as t:
+        with pytest.raises(Exception, match="(?i)timed out|connection error"):
+            with client.step("fetch-pricing"):
+                raise _sdk_error(sdk, name)
+    (node,) = t.graph.find(kind="step")
+    assert (node.status, node.reason, node.category) == ("failed", "tool_error", category)

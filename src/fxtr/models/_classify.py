@@ -5,11 +5,14 @@ Two steps, both rules a reader can audit:
 1. ``failure_category(error)``: the finer provider category (``rate_limit``, ``quota``,
    ``billing``, ``overloaded``, ...), read from a ``ModelCallFailure``, an HTTP status, the
    body's structured code fields and its message text (``httpx.HTTPStatusError``, any
-   SDK-style error with ``status_code`` and ``body``, a botocore ``ClientError``), or httpx's
-   transport errors. ``None`` for an error that carries none of these: user code that raised.
+   SDK-style error with ``status_code`` and ``body``, a botocore ``ClientError``), or a
+   transport error (httpx's, or the openai/anthropic SDKs' ``APITimeoutError`` and
+   ``APIConnectionError``, matched by class name and package). ``None`` for an error that
+   carries none of these: user code that raised.
 2. ``classify(error)``: the reason, from the category by ``REASON_OF_CATEGORY``. An error
-   that carries no provider information (user code that raised, httpx transport errors
-   included) is ``tool_error``; its category (``timeout``, ``connection``) is still kept.
+   that carries no provider information (user code that raised, httpx's and the SDKs'
+   transport errors included) is ``tool_error``; its category (``timeout``, ``connection``)
+   is still kept.
 
 ``category_from_http(status, body, headers=None)`` decides in this order; the first rule that
 fires wins:
@@ -232,9 +235,10 @@ def _provider_category(error: Any) -> str | None:
     """The category of an error that carries provider information, else ``None``.
 
     Provider information is a model call's failure, fxtr's own infrastructure failure (a
-    lost worker), or an HTTP status or body. httpx transport errors raised by user code
-    carry none: they are the user's tool failing (a model call's own transport failures
-    arrive as ``ModelCallError``).
+    lost worker), or an HTTP status or body. Transport errors raised by user code (httpx's,
+    the openai/anthropic SDKs' ``APITimeoutError``/``APIConnectionError``) carry none: they
+    are the user's tool failing (a model call's own transport failures arrive as
+    ``ModelCallError``).
     """
     failure_type = _model_call_failure()
     if isinstance(error, failure_type):
@@ -252,13 +256,38 @@ def _provider_category(error: Any) -> str | None:
     return category_from_http(status, body, _headers_of(error))
 
 
+SDK_TRANSPORT_CATEGORY: dict[str, str] = {
+    "APITimeoutError": "timeout",
+    "APIConnectionError": "connection",
+}
+"""Category of the official SDKs' transport errors, by class name (``APITimeoutError`` is a
+subclass of ``APIConnectionError``, so it comes first in its MRO)."""
+
+SDK_MODULES = frozenset(("openai", "anthropic"))
+"""Top-level packages whose ``SDK_TRANSPORT_CATEGORY`` classes count (matched by name, so
+the SDKs are never imported here)."""
+
+
+def _sdk_transport_category(error: Any) -> str | None:
+    """``timeout`` or ``connection`` for an openai/anthropic transport error, else ``None``."""
+    for cls in type(error).__mro__:
+        category = SDK_TRANSPORT_CATEGORY.get(cls.__name__)
+        if category is not None and cls.__module__.partition(".")[0] in SDK_MODULES:
+            return category
+    return None
+
+
 def failure_category(error: Any) -> str | None:
     """The finer category of a failure (``rate_limit``, ``timeout``, ...).
 
     ``None`` for an error that carries no provider information: user code that raised.
-    httpx's transport errors keep their category (``timeout``, ``connection``).
+    Transport errors keep their category (``timeout``, ``connection``): httpx's, and the
+    official SDKs' ``APITimeoutError`` and ``APIConnectionError`` (openai, anthropic).
     """
     category = _provider_category(error)
+    if category is not None:
+        return category
+    category = _sdk_transport_category(error)
     if category is not None:
         return category
     try:
@@ -279,7 +308,8 @@ def classify(error: Any) -> str:
         error: any exception, an ``httpx.HTTPStatusError``, an SDK-style error with
             ``status_code`` and ``body``, a botocore ``ClientError``, or a
             ``ModelCallFailure``. An error that carries no provider information (user
-            code that raised, httpx transport errors included) is ``tool_error``.
+            code that raised, httpx's and the SDKs' transport errors included) is
+            ``tool_error``.
     """
     category = _provider_category(error)
     if category is None:
