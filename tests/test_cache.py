@@ -294,3 +294,48 @@ def test_bulk_read_falls_back_to_per_key_gets(monkeypatch):
     monkeypatch.setattr(type(store.cache), "_sql", property(changed_schema))
     entries = store.get_entries(["t.drift/s", "nope"])
     assert list(entries) == ["t.drift/s"] and entries["t.drift/s"].result == "2"
+
+
+@step(name="cache.roles")
+async def answered_and_judged(context: StepContext, q: str) -> str:
+    from fxtr.models import ContentText, MockModelAPI, ModelRequest, UserMessage
+    from fxtr.tracing._recorder import call_role
+
+    request = ModelRequest(context=(UserMessage(content=(ContentText(text=q),)),))
+    await MockModelAPI("gpt-4o-mini", "an answer of some words").generate(request)
+    token = call_role.set("judge")
+    try:
+        for _ in range(2):
+            await MockModelAPI("gpt-4o", "yes").generate(request)
+    finally:
+        call_role.reset(token)
+    return "ok"
+
+
+@workflow(name="cache.roles_wf")
+async def roles_wf(context: WorkflowContext, q: ScalarHandle[str]) -> ScalarHandle[str]:
+    return context.run_step("roles", answered_and_judged, {"q": q})
+
+
+def test_cost_per_role_is_stored_and_served_from_the_cache():
+    """Calls per role (subject / judge) are on the invocation, in the stored entry and record,
+    and come back unchanged on a cache hit (so "saved by cache" can be told per role)."""
+    first = run(roles_wf, {"q": "What is the capital of France?"})
+    (inv,) = first.invocations
+    assert not inv.from_cache and set(inv.cost_by_role) == {"subject", "judge"}
+    assert inv.cost_by_role["subject"]["calls"] == 1 and inv.cost_by_role["judge"]["calls"] == 2
+    for table in (inv.cost_by_role, inv.cost_by_model):  # the two tables add up to the same
+        assert sum(r["calls"] for r in table.values()) == inv.calls == 3
+        assert sum(r["input_tokens"] for r in table.values()) == inv.input_tokens
+        assert sum(r["usd"] for r in table.values()) == pytest.approx(inv.cost_usd)
+    assert inv.cost_by_role["judge"] == inv.cost_by_model["gpt-4o"]
+    second = run(roles_wf, {"q": "What is the capital of France?"})
+    (again,) = second.invocations
+    assert again.from_cache and again.cost_by_role == inv.cost_by_role
+    store = open_store(".fxtr")
+    entry = store.get_entry(inv.address)
+    assert entry is not None and entry.usage is not None
+    assert entry.usage["by_role"] == inv.cost_by_role
+    (recorded,) = store.job_invocations(first.job_id).values()
+    assert recorded["cost_by_role"] == inv.cost_by_role
+    store.close()

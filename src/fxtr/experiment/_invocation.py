@@ -83,6 +83,7 @@ async def invoke(
             "output_tokens": inv.output_tokens,
             "cost_usd": inv.cost_usd,
             "by_model": inv.cost_by_model,
+            "by_role": inv.cost_by_role,
         }
     meta = {
         "step": step.name,

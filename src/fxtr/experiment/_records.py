@@ -44,6 +44,8 @@ class Invocation:
     calls: int = 0
     cost_by_model: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
     """Model calls made inside the step, per model: calls, tokens and dollars."""
+    cost_by_role: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    """The same per role of the call: ``"subject"`` or ``"judge"`` (the judge of a score)."""
     model_calls: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     """Each model call made inside the step: model, status, tokens, cost, times, reason."""
 

@@ -176,6 +176,7 @@ def from_prior(run: Run, step: StepDefinition[..., Any], plan: Plan, prior: Invo
         "output_tokens": prior.output_tokens,
         "cost_usd": prior.cost_usd,
         "by_model": prior.cost_by_model,
+        "by_role": prior.cost_by_role,
     }
     return served(
         run,
@@ -248,6 +249,7 @@ def served(
         inv.output_tokens = usage.get("output_tokens", 0)
         inv.cost_usd = usage.get("cost_usd")
         inv.cost_by_model = usage.get("by_model") or {}
+        inv.cost_by_role = usage.get("by_role") or {}
     run.finish(inv)
     return Value(decoded(result_text))
 

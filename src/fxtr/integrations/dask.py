@@ -243,6 +243,7 @@ def _usage(invocation: Any) -> dict[str, Any]:
         "output_tokens": invocation.output_tokens,
         "cost_usd": invocation.cost_usd,
         "cost_by_model": invocation.cost_by_model,
+        "cost_by_role": invocation.cost_by_role,
         "model_calls": invocation.model_calls,
     }
 
@@ -409,6 +410,8 @@ class DaskExecutor:
             invocation.cost_usd = (invocation.cost_usd or 0.0) + usage["cost_usd"]
         for model, row in (usage.get("cost_by_model") or {}).items():
             invocation.cost_by_model[model] = row
+        for role, row in (usage.get("cost_by_role") or {}).items():
+            invocation.cost_by_role[role] = row
         invocation.model_calls.extend(usage.get("model_calls", []))
         if not outcome["ok"]:
             raise RemoteStepError(outcome)
