@@ -29,6 +29,7 @@ from langgraph.func import entrypoint, task
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, RetryPolicy, Send, interrupt
 
+from fxtr.integrations import _langgraph_records as langgraph_records
 from fxtr.integrations import langgraph as langgraph_adapter
 from fxtr.integrations.langgraph import FluxCheckpointer
 from fxtr.models import MockModelAPI
@@ -719,8 +720,8 @@ def test_subgraph_supersteps_go_under_their_task():
 
 def test_delete_thread_clears_the_bookkeeping_and_it_stays_bounded(monkeypatch):
     """A long thread keeps at most MAX_TASKS task records; delete_thread drops them all."""
-    monkeypatch.setattr(langgraph_adapter, "MAX_TASKS", 64)
-    monkeypatch.setattr(langgraph_adapter, "MAX_STEPS", 32)
+    monkeypatch.setattr(langgraph_records, "MAX_TASKS", 64)  # read where they live
+    monkeypatch.setattr(langgraph_records, "MAX_STEPS", 32)
     flux = Client({"m": MockModelAPI("m", "x")})
     checkpointer = FluxCheckpointer(flux)
 
