@@ -389,3 +389,54 @@ def test_view_serves_from_a_subfolder_and_prints_the_job_page(failed_job, tmp_pa
         finally:
             process.terminate()
             process.wait(timeout=10)
+
+
+def test_redacted_json_stays_json_and_redacts_every_string():
+    """A key next to JSON escapes, in a dict key and in a non-JSON object: gone, JSON intact."""
+    import base64
+
+    from fxtr.report._redaction import redacted_json
+    from fxtr.secrets import register
+
+    key = "zq9-test-credential-" + "7" * 12
+    register(key)
+    b64 = base64.b64encode(key.encode()).decode()
+
+    class Opaque:
+        def __str__(self):
+            return f"opaque {key}"
+
+    data = {
+        f"header {key}": [f'said "{key}"\n', "Bearer \"quoted\" \\ end", f"{b64}\\"],
+        "obj": Opaque(),
+        "n": 1.5,
+        "clean": "é ü \u2028",
+    }
+    text = redacted_json(data, indent=2)
+    back = json.loads(text)
+    assert key not in text and b64.rstrip("=") not in text
+    assert back == {
+        # (a line-wise pass over the JSON text would have eaten the backslash before "quoted")
+        "header [redacted]": ['said "[redacted]"\n', 'Bearer "quoted" \\ end', "[redacted]\\"],
+        "obj": "opaque [redacted]",
+        "n": 1.5,
+        "clean": "é ü \u2028",
+    }
+    untouched = {"a": ["plain", 1, None, True], "b": "é"}
+    assert json.loads(redacted_json(untouched)) == untouched
+
+
+def test_cli_text_is_redacted_even_when_a_key_is_split_across_writes(capsys):
+    """The command's stdout holds text until its line ends, so a key written in parts is found."""
+    from fxtr.report._redaction import RedactingStream
+    from fxtr.secrets import register
+
+    key = "zq9-split-credential-" + "4" * 12
+    register(key)
+    stream = RedactingStream(sys.stdout)
+    stream.write("error: " + key[:10])
+    stream.write(key[10:] + " refused\nnext ")
+    stream.write(key)
+    stream.flush()
+    out = capsys.readouterr().out
+    assert out == "error: [redacted] refused\nnext [redacted]"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import sys
 import warnings
 from collections.abc import Sequence
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from fxtr.report import format_usd
+from fxtr.report._redaction import RedactingStream, redacted_json
 from fxtr.store import Store, is_url, open_store
 
 __all__ = ["main"]
@@ -99,6 +99,16 @@ def _job(store: Store, ref: str) -> Any:
         raise CommandError(msg) from None
 
 
+def _print_json(data: Any) -> None:
+    """``data`` as indented JSON on stdout, credentials redacted as data (not as lines)."""
+    text = redacted_json(data, indent=2) + "\n"
+    stream = sys.stdout
+    if isinstance(stream, RedactingStream):
+        stream.write_verbatim(text)
+    else:
+        stream.write(text)
+
+
 def _cell(value: Any) -> str:
     return "-" if value is None or value == "" else str(value)
 
@@ -137,7 +147,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if damaged:
         print(f"fxtr: skipped {damaged} damaged job record(s) in {store.path}", file=sys.stderr)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        _print_json(rows)
         return 0
     if not rows:
         print(f"no jobs in {store.path}" + (" that match" if args.status or args.workflow else ""))
@@ -327,11 +337,10 @@ def cmd_export(args: argparse.Namespace) -> int:
 
     store = _store(args)
     document = {"jobs": [job_report(_job(store, job)) for job in args.job]}
-    text = json.dumps(document, indent=2, default=str)
     if args.output:
-        Path(args.output).write_text(text + "\n")
+        Path(args.output).write_text(redacted_json(document, indent=2) + "\n", encoding="utf-8")
     else:
-        print(text)
+        _print_json(document)
     return 0
 
 
@@ -365,7 +374,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         from fxtr.report._evals import compare_evaluations
 
         rows = compare_evaluations(a_eval, b_eval, margin=args.margin)
-        print(json.dumps({"a": ids[0], "b": ids[1], "groups": rows}, indent=2, default=str))
+        _print_json({"a": ids[0], "b": ids[1], "groups": rows})
         regressed = any(r.get("verdict") == "regressed" for r in rows)
         return 1 if regressed and args.fail_on_regression else 0
     lines, regressed = comparison_lines(ids[0], ids[1], a_eval, b_eval, margin=args.margin)
@@ -543,17 +552,25 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``fxtr`` command."""
-    args = _parser().parse_args(argv)
-    with warnings.catch_warnings():
-        # the library's notices (a damaged record skipped, ...) as one line each on stderr
-        warnings.simplefilter("default")
-        warnings.showwarning = _show_warning
-        try:
-            code: int = args.run(args)
-        except CommandError as exc:
-            print(f"fxtr: {exc}", file=sys.stderr)
-            return 1
-    return code
+    # everything the command prints (records' errors, logs, results) passes one redaction
+    out, err = RedactingStream(sys.stdout), RedactingStream(sys.stderr)
+    sys.stdout, sys.stderr = out, err
+    try:
+        args = _parser().parse_args(argv)
+        with warnings.catch_warnings():
+            # the library's notices (a damaged record skipped, ...) as one line each on stderr
+            warnings.simplefilter("default")
+            warnings.showwarning = _show_warning
+            try:
+                code: int = args.run(args)
+            except CommandError as exc:
+                print(f"fxtr: {exc}", file=sys.stderr)
+                return 1
+        return code
+    finally:
+        out.flush()
+        err.flush()
+        sys.stdout, sys.stderr = out.stream, err.stream
 
 
 def _show_warning(message: Warning | str, *args: Any, **kwargs: Any) -> None:

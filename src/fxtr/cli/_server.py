@@ -9,7 +9,6 @@ page puts them in the DOM with ``textContent``.
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import re
 import threading
@@ -43,6 +42,7 @@ from fxtr.report._evals import (
     gate_label,
     result_matrix,
 )
+from fxtr.report._redaction import redacted_json
 from fxtr.store import Store
 
 log = logging.getLogger("fxtr.viewer")
@@ -72,8 +72,12 @@ def static_text(name: str) -> str:
 
 
 def safe_json(data: Any) -> str:
-    """JSON that can sit inside a ``<script>`` block: ``<``, ``>``, ``&`` escaped."""
-    text = json.dumps(data, default=str)
+    """JSON that can sit inside a ``<script>`` block: ``<``, ``>``, ``&`` escaped.
+
+    Every response of the viewer and every data block of the HTML export is written here,
+    with credentials redacted (:func:`fxtr.report._redaction.redacted_json`).
+    """
+    text = redacted_json(data)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
@@ -428,7 +432,7 @@ def make_handler(viewer: Viewer, allowed_hosts: set[str]) -> type[BaseHTTPReques
                 self.wfile.write(body)
 
         def _error(self, status: int, message: str) -> None:
-            body = json.dumps({"error": message}).encode()
+            body = safe_json({"error": message}).encode()
             self._send(status, body, "application/json")
 
         def send_error(
