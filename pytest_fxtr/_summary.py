@@ -118,6 +118,10 @@ def cost_rows(invocations: list[dict[str, Any]]) -> list[dict[str, Any]]:
         roles: dict[str, set[str]] = defaultdict(set)
         for call in inv.get("model_calls") or []:
             roles[call.get("model")].add(call.get("role") or "subject")
+        by_role = inv.get("cost_by_role") or {}
+        if not roles and len(by_role) == 1:  # served from the cache: no call details
+            for model in inv.get("cost_by_model") or {}:
+                roles[model].update(by_role)
         for model, use in (inv.get("cost_by_model") or {}).items():
             row = rows.setdefault(
                 model,
