@@ -599,3 +599,41 @@ def test_keys_with_address_syntax_keep_their_cells(pytester, monkeypatch):
         assert cell["status"] == "ok" and len(cell["addresses"]) == 1, cell
     (g,) = groups(report(pytester)).values()
     assert g["n"] == 6 and g["mean"] == pytest.approx(0.5)
+
+
+def test_the_judge_stays_labelled_when_served_from_the_cache(pytester):
+    """A rerun served from the cache still shows the judge's model as the judge."""
+    pytester.makepyfile(
+        test_judge="""
+        import pytest
+        from typing import Annotated
+        from fxtr import ArrayHandle, StepContext, WorkflowContext, step, workflow
+        from fxtr.models import ContentText, MockModelAPI, ModelRequest, UserMessage
+        from fxtr.tracing._recorder import call_role
+
+        JUDGE = MockModelAPI("gpt-4o-mini", "GRADE: C")
+
+        @step(name="j.grade")
+        async def grade(context: StepContext, q: str) -> float:
+            request = ModelRequest(context=(UserMessage(content=(ContentText(text=q),)),))
+            token = call_role.set("judge")
+            try:
+                await JUDGE.generate(request)
+            finally:
+                call_role.reset(token)
+            return 1.0
+
+        @workflow(name="j.wf")
+        async def wf(context: WorkflowContext, q: Annotated[ArrayHandle[str], "[case: str]"]
+                     ) -> Annotated[ArrayHandle[float], "[case: str]"]:
+            return context.run_step("grade", grade, {"q": q}, map_over=["case"])
+
+        @pytest.mark.fxtr(wf)
+        @pytest.mark.parametrize("q", ["one", "two"])
+        def test_judge(q, result):
+            assert result == 1.0
+        """
+    )
+    pytester.runpytest().assert_outcomes(passed=2)
+    again = pytester.runpytest()
+    again.stdout.fnmatch_lines(["j.grade*2*0*2*", "gpt-4o-mini (judge)*0*0*0*$0.0000*$0.0000*"])
