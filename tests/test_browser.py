@@ -213,16 +213,35 @@ def test_a_cell_opens_its_transcript(page, eval_served):
         "sample 0",
         "sample 1",
     ]
-    if page.locator("#panel .transcript .msg-user").count():  # messages recorded by capture
-        replies = page.locator("#panel .transcript pre.reply").all_inner_texts()
-        assert replies == ["RIGHT: flaky: a coin toss", "WRONG: flaky: a coin toss"]
-        assert page.locator("#panel .msg-user pre").first.inner_text() == "flaky: a coin toss"
+    subject = "#panel .transcript[data-role='subject']"
+    judge = "#panel .transcript[data-role='judge']"
+    replies = page.locator(f"{subject} pre.reply").all_inner_texts()
+    assert replies == ["RIGHT: flaky: a coin toss", "WRONG: flaky: a coin toss"]
+    assert page.locator(f"{subject} .msg-user pre").first.inner_text() == "flaky: a coin toss"
+    assert page.locator(f"{judge} pre.reply").all_inner_texts() == ["RIGHT", "WRONG"]
+    heads = page.locator(f"{judge} .call-head").all_inner_texts()
+    assert len(heads) == 2 and all(h.startswith("judge · judge-mini") for h in heads), heads
+    assert "40 in (32 cached) / 1 out tok" in heads[0]
+    assert page.locator(f"{judge} .msg-system pre").first.inner_text() == "Reply RIGHT or WRONG."
+    assert page.locator(f"{judge} .msg-user pre").first.inner_text() == "RIGHT: flaky: a coin toss"
+    assert "judge" not in page.locator(f"{subject} .call-head").first.inner_text()
     page.screenshot(path=str(ARTIFACTS / "cell-transcript.png"), full_page=False)
+    page.click("#panel .cell-invocation button.link >> nth=1")  # the score step's details
+    page.wait_for_selector(
+        "#panel[data-address='res.evaluate/score[model=small,case=flaky,sample=0]']"
+    )
+    assert "res.score" in page.inner_text("#panel")
+    assert page.locator(f"{judge} pre.reply").all_inner_texts() == ["RIGHT"]
+    assert "40 in (32 cached) / 1 out tok" in page.inner_text(f"{judge} .call-head")
+    assert page.locator(f"{judge} .msg").count() == 3  # system, user, reply
+    page.click("#panel .close")
+    page.click("#matrix tr[data-case='flaky'] td.cell >> nth=0")
     page.click("#panel .cell-invocation button.link >> nth=0")
     page.wait_for_selector(
         "#panel[data-address='res.evaluate/answer[model=small,case=flaky,sample=0]']"
     )
     assert "res.answer" in page.inner_text("#panel")
+    assert page.locator(f"{subject} pre.reply").all_inner_texts() == ["RIGHT: flaky: a coin toss"]
 
 
 def test_an_xss_probe_in_a_result_stays_text(page, eval_served):
@@ -232,9 +251,8 @@ def test_an_xss_probe_in_a_result_stays_text(page, eval_served):
     page.wait_for_selector("#matrix td.cell")
     page.click("#matrix tr[data-case='xss'] td.cell >> nth=1")
     page.wait_for_selector("#panel .cell-invocation")
-    if page.locator("#panel .transcript .msg-user").count():
-        assert XSS in page.inner_text("#panel .msg-user pre")
-        assert XSS in page.inner_text("#panel pre.reply")
+    assert XSS in page.inner_text("#panel [data-role='subject'] .msg-user pre >> nth=0")
+    assert XSS in page.inner_text("#panel [data-role='subject'] pre.reply >> nth=0")
     assert page.locator("#main script, #main img, #panel script, #panel img").count() == 0
     page.wait_for_timeout(
         300

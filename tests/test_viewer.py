@@ -12,7 +12,7 @@ import pytest
 from fxtr import Array, run
 from fxtr.cli._server import export_html, serve
 from fxtr.store import open_store
-from tests.viewer_jobs import XSS, make_job
+from tests.viewer_jobs import JUDGE_USAGE, XSS, make_job
 
 
 @pytest.fixture
@@ -299,11 +299,23 @@ def test_a_cell_opens_its_invocations_and_conversations(eval_store):
     assert steps == [("res.answer", "0]"), ("res.score", "0]"), ("res.answer", "1]"),
                      ("res.score", "1]")]  # fmt: skip
     calls = cell["invocations"][0]["model_calls"]
-    assert [c["model"] for c in calls] == ["small"]
-    if "messages" in calls[0]:  # recorded since model-call capture
-        assert calls[0]["messages"] == [{"role": "user", "content": "flaky: a coin toss"}]
-        assert calls[0]["reply"] == "RIGHT: flaky: a coin toss"
-        assert cell["invocations"][2]["model_calls"][0]["reply"] == "WRONG: flaky: a coin toss"
+    assert [(c["model"], c["role"]) for c in calls] == [("small", "subject")]
+    assert calls[0]["messages"] == [{"role": "user", "content": "flaky: a coin toss"}]
+    assert calls[0]["reply"] == "RIGHT: flaky: a coin toss"
+    assert calls[0]["cached_input_tokens"] == 0
+    assert cell["invocations"][2]["model_calls"][0]["reply"] == "WRONG: flaky: a coin toss"
+    (judge,) = cell["invocations"][1]["model_calls"]  # the score step's judge
+    assert (judge["model"], judge["role"], judge["reply"]) == ("judge-mini", "judge", "RIGHT")
+    assert judge["messages"] == [
+        {"role": "system", "content": "Reply RIGHT or WRONG."},
+        {"role": "user", "content": "RIGHT: flaky: a coin toss"},
+    ]
+    assert {k: judge[k] for k in JUDGE_USAGE} == JUDGE_USAGE
+    assert cell["invocations"][3]["model_calls"][0]["reply"] == "WRONG"
+    detail = client.get(
+        f"/api/jobs/{a}/invocation", params={"address": cell["invocations"][1]["address"]}
+    ).json()
+    assert detail["model_calls"] == [judge]  # the invocation panel shows the same call
     assert cell["invocations"][1]["result"] == 1.0
     missing = client.get(f"/api/jobs/{a}/cell", params={"index": 9999})
     assert missing.status_code == 404 and "has no result cell 9999" in missing.json()["error"]
@@ -318,8 +330,7 @@ def test_a_result_with_markup_stays_data(eval_store):
     body = client.get(f"/api/jobs/{a}/cell", params={"index": index}).text
     assert "<script" not in body and "<img" not in body and "\\u003cscript" in body
     calls = json.loads(body)["invocations"][0]["model_calls"]
-    if "reply" in calls[0]:
-        assert XSS in calls[0]["reply"]
+    assert XSS in calls[0]["reply"]
 
 
 def test_comparison_route(eval_store):

@@ -47,7 +47,17 @@ def make_job(store):
 
 # An eval job: models x cases x samples, a mock model per model, a score per sample ----------
 
-from fxtr.models import ContentText, MockModelAPI, ModelRequest, UserMessage  # noqa: E402
+from fxtr.models import (  # noqa: E402
+    ContentText,
+    MockModelAPI,
+    ModelRequest,
+    ModelResponse,
+    SystemMessage,
+    Usage,
+    UserMessage,
+    cost_of,
+)
+from fxtr.tracing._recorder import call_role  # noqa: E402
 
 EVAL_KEY = "evals/test_res.py::test_res"
 """The eval the test jobs belong to (``evaluation.eval``)."""
@@ -75,9 +85,35 @@ async def answer(context: StepContext, model: str, question: str, sample: int, v
     return (await api.generate(request)).text
 
 
+JUDGE_USAGE = {"input_tokens": 40, "output_tokens": 1, "cached_input_tokens": 32}
+"""The judge's usage per call: its long instructions come from the provider's prompt cache."""
+
+
+def judge_reply(request: ModelRequest) -> ModelResponse:
+    """The scripted judge: RIGHT or WRONG, with prompt-cache usage as a real provider says."""
+    answer = request.context[-1].content[0].text  # type: ignore[union-attr]
+    usage = Usage(**JUDGE_USAGE)
+    verdict = "RIGHT" if answer.startswith("RIGHT") else "WRONG"
+    return ModelResponse(output=(ContentText(text=verdict),), usage=usage,
+                         cost=cost_of("gpt-4o-mini", usage), model="judge-mini")  # fmt: skip
+
+
 @step(name="res.score")
 async def score(context: StepContext, answer: str) -> float:
-    return 1.0 if answer.startswith("RIGHT") else 0.0
+    """Ask the judge (its call recorded with the role ``judge``, as the kit's scorer does)."""
+    judge_api = MockModelAPI("judge-mini", judge_reply)
+    request = ModelRequest(
+        context=(
+            SystemMessage(content=(ContentText(text="Reply RIGHT or WRONG."),)),
+            UserMessage(content=(ContentText(text=answer),)),
+        )
+    )
+    token = call_role.set("judge")
+    try:
+        verdict = (await judge_api.generate(request)).text
+    finally:
+        call_role.reset(token)
+    return 1.0 if verdict == "RIGHT" else 0.0
 
 
 @workflow(name="res.evaluate")

@@ -316,6 +316,7 @@ def model_call_view(call: dict[str, Any]) -> dict[str, Any]:
         "status",
         "input_tokens",
         "output_tokens",
+        "cached_input_tokens",
         "cost_usd",
         "reason",
         "category",

@@ -378,9 +378,10 @@
 
   function transcript(c) {
     var role = c.role || "subject";
-    var box = el("div", { class: "transcript role-" + role }, [el("div", { class: "call-head" }, [
+    var cached = c.cached_input_tokens ? " (" + c.cached_input_tokens + " cached)" : "";
+    var box = el("div", { class: "transcript role-" + role, "data-role": role }, [el("div", { class: "call-head" }, [
       el("strong", { text: (role === "judge" ? "judge · " : "") + (c.model || "model") }),
-      el("span", { class: "muted", text: " " + (c.status || "") + " · " + (c.input_tokens || 0) + " in / " + (c.output_tokens || 0) + " out tok · " +
+      el("span", { class: "muted usage", text: " " + (c.status || "") + " · " + (c.input_tokens || 0) + " in" + cached + " / " + (c.output_tokens || 0) + " out tok · " +
         (c.cost_usd === null || c.cost_usd === undefined ? "n/a" : usd(c.cost_usd)) })])]);
     if (c.messages && c.messages.length) {
       c.messages.forEach(function (m) {
