@@ -463,3 +463,34 @@ async def test_launch_is_async():
     """launch() is awaitable from pytest-asyncio tests."""
     result = await launch(evaluate, qa_inputs())
     assert result.status == "succeeded"
+
+
+@workflow(name="t.map_str.child")
+async def map_str_child(context: WorkflowContext, a: ScalarHandle[str]) -> ScalarHandle[str]:
+    return context.run_step("p", pair, {"a": a, "b": 1})
+
+
+@workflow(name="t.map_str")
+async def map_str_wf(
+    context: WorkflowContext, a: Annotated[ArrayHandle[str], "[model: str]"]
+) -> ScalarHandle[Any]:
+    step_handle = context.run_step("s", pair, {"a": a, "b": 2}, map_over="model")
+    child_handle = context.run_child_workflow("c", map_str_child, {"a": a}, map_over="model")
+    return context.add_source_array(
+        "dims", Array.scalar([list(step_handle.dims), list(child_handle.dims)])
+    )
+
+
+def test_map_over_a_single_name_given_as_a_str_is_that_dimension():
+    """``map_over="model"`` maps over the dimension ``model`` (for steps and child workflows),
+    not over the letters m, o, d, e, l."""
+    a = Array.from_mapping({"x": "x", "y": "y"}, dims=["model"], value_type=str)
+    result = run(map_str_wf, {"a": a})
+    assert result.status == "succeeded", [i.error for i in result.invocations]
+    assert result.output.item() == [["model"], ["model"]]
+    assert sorted(i.address for i in result.invocations) == [
+        "t.map_str/c[model=x]/p",
+        "t.map_str/c[model=y]/p",
+        "t.map_str/s[model=x]",
+        "t.map_str/s[model=y]",
+    ]

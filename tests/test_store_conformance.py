@@ -10,13 +10,16 @@ import sys
 import textwrap
 import time
 from pathlib import Path
+from typing import Annotated
 
 import pytest
 
-from fxtr import run
+from fxtr import StepContext, WorkflowContext, run, step, workflow
 from fxtr.cli import main
 from fxtr.cli._server import Viewer
+from fxtr.experiment.handles import ArrayHandle
 from fxtr.store import open_store
+from fxtr.store._base import is_url
 from tests import examples
 from tests.examples import evaluate, qa_inputs
 from tests.test_record import KILL_SCRIPT
@@ -373,3 +376,88 @@ def test_claim_won_after_other_inputs(location, tmp_path, policy):
         assert entry.result == json.dumps("TWO")
         (old,) = store.history("race.wf/slow")
         assert old["result"] == json.dumps("ONE")
+
+
+LEAKY_KEY = "sk-proj-CONFORMANCEkey0123456789abcdefXYZ"
+
+
+def _key_forms(key: str) -> dict[str, str]:
+    import base64
+
+    bare = key.removeprefix("sk-proj-")
+    return {
+        "raw": key,
+        "bare": bare,
+        "base64": base64.b64encode(key.encode()).decode().rstrip("="),
+        "basic": base64.b64encode(f":{key}".encode()).decode().rstrip("="),
+    }
+
+
+@step(name="conformance.leaky")
+async def leaky(context: StepContext, case: str) -> dict[str, str]:
+    """Echo the key as a careless gateway would: in a log, in a result, in an error."""
+    import base64
+    import os
+
+    key = os.environ["CONFORMANCE_API_KEY"]
+    forms = _key_forms(key)
+    context.log(
+        f"gateway said: invalid key {forms['bare']} (Authorization: Basic {forms['basic']})"
+    )
+    if case == "boom":
+        raise RuntimeError(f'provider refused {key!r}: {{"echo": "{forms["base64"]}"}}')
+    return {"reply": f"Bearer {key}", "b64": base64.b64encode(key.encode()).decode()}
+
+
+@workflow(name="conformance.leaky_wf")
+async def leaky_wf(
+    context: WorkflowContext, cases: Annotated[ArrayHandle[str], "[case: str]"]
+) -> Annotated[ArrayHandle[dict[str, str]], "[case: str]"]:
+    return context.run_step("leak", leaky, {"case": cases}, map_over=["case"])
+
+
+def _stored_bytes(location: str) -> dict[str, bytes]:
+    """Every byte the store holds: each file of a directory (-wal included), or each table."""
+    if not is_url(location):
+        return {str(p): p.read_bytes() for p in Path(location).rglob("*") if p.is_file()}
+    import psycopg
+
+    out = {}
+    with psycopg.connect(location, autocommit=True) as conn:
+        names = conn.execute("SELECT tablename FROM pg_tables WHERE tablename LIKE 'fxtr%'")
+        for (table,) in names.fetchall():
+            rows = conn.execute(f"SELECT t::text FROM {table} t").fetchall()
+            out[table] = "\n".join(r[0] for r in rows).encode()
+    return out
+
+
+def test_no_credential_reaches_the_store_in_any_form(location, monkeypatch):
+    """An error, a log line and a result that carry an environment key (raw, without its
+    prefix, base64, as HTTP Basic) are stored redacted; the result is read back redacted."""
+    import fxtr.secrets
+    from fxtr.experiment.arrays import Array
+
+    monkeypatch.setenv("CONFORMANCE_API_KEY", LEAKY_KEY)
+    # fxtr.secrets reads the environment again after 0.5 s; make it read it now
+    monkeypatch.setattr(fxtr.secrets, "_env_seen", (-1.0, frozenset()))
+    cases = Array.from_mapping({"ok": "ok", "boom": "boom"}, dims=["case"], value_type=str)
+    result = run(leaky_wf, {"cases": cases}, store=location)
+    assert result.status == "failed"
+    boom = next(i for i in result.invocations if i.address.endswith("[case=boom]"))
+    assert "provider refused" in (boom.error or "")
+    stored = _stored_bytes(location)
+    assert any(b"provider refused" in data for data in stored.values())
+    assert any(b"gateway said" in data for data in stored.values())
+    leaks = [
+        f"{form} in {name}"
+        for form, text in _key_forms(LEAKY_KEY).items()
+        for name, data in stored.items()
+        if text.encode() in data
+    ]
+    assert not leaks, leaks
+    again = run(leaky_wf, {"cases": cases}, store=location)
+    ok = next(i for i in again.invocations if i.address.endswith("[case=ok]"))
+    assert ok.from_cache and json.loads(ok.result_text) == {
+        "reply": "[redacted]",
+        "b64": "[redacted]",
+    }

@@ -89,7 +89,7 @@ class WorkflowContext(_Entities):
         name: str,
         step: StepDefinition[..., Any],
         inputs: Mapping[str, Any],
-        map_over: Sequence[str] = (),
+        map_over: str | Sequence[str] = (),
         *,
         samples: int | None = None,
     ) -> ArrayHandle[Any]:
@@ -100,7 +100,8 @@ class WorkflowContext(_Entities):
             step: a ``@step``.
             inputs: per parameter, a handle, an ``Array`` or a plain value (a scalar).
             map_over: run the step once per combination of keys of these dimensions;
-                inputs without them are broadcast.
+                inputs without them are broadcast. One name may be given as a str
+                (``map_over="model"`` is ``["model"]``).
             samples: run every mapped cell this many times (an int >= 1, e.g. a workflow's
                 ``samples: int`` parameter). The handle gets a trailing dimension
                 ``sample: int`` with keys ``0..samples-1``; each sample has its own address
@@ -125,7 +126,7 @@ class WorkflowContext(_Entities):
         name: str,
         workflow: WorkflowDefinition[..., Any],
         inputs: Mapping[str, Any],
-        map_over: Sequence[str] = (),
+        map_over: str | Sequence[str] = (),
         *,
         samples: int | None = None,
     ) -> ArrayHandle[Any] | None:

@@ -200,8 +200,11 @@ class Run:
         A batch the store refuses (a value it cannot hold, a full disk) is written again in
         parts: a result that cannot be stored fails only its invocation; the rest is kept.
         """
+        from fxtr.store._base import redact_batch
+
         batch, self._batch = self._batch, None
         if batch:
+            batch = redact_batch(batch)  # the one place texts leave for the store
             try:
                 self.store.write(batch)
             except Exception as exc:
@@ -209,6 +212,7 @@ class Run:
 
     def _write_apart(self, batch: Batch, error: Exception) -> None:
         from fxtr.store import Batch
+        from fxtr.store._base import redact_record
 
         log.warning("a batch could not be stored (%s); writing it in parts", error)
         lost: dict[str, str] = {}
@@ -229,7 +233,9 @@ class Run:
                 )
         records = {
             job: [
-                self.invocations[r["address"]].to_json() if r["address"] in lost else r
+                redact_record(self.invocations[r["address"]].to_json())
+                if r["address"] in lost
+                else r
                 for r in rows
             ]
             for job, rows in batch.invocations.items()
@@ -310,7 +316,7 @@ class Run:
         name: str,
         callee: Any,
         inputs: Mapping[str, Any],
-        map_over: Sequence[str],
+        map_over: str | Sequence[str],
         kind: Literal["step", "workflow"],
         samples: int | None = None,
     ) -> ArrayHandle[Any] | None:
@@ -325,7 +331,7 @@ class Run:
         if kind == "workflow" and not isinstance(callee, WorkflowDefinition):
             msg = f"{where}: {callee!r} is not a @workflow; use run_step for steps."
             raise SignatureError(msg)
-        map_over = list(map_over)
+        map_over = [map_over] if isinstance(map_over, str) else list(map_over)  # "model": one dim
         samples = check_samples(where, samples, inputs)
         bindings, mapped, concrete = self.bind(
             where,

@@ -25,6 +25,7 @@ from fxtr.experiment._records import Invocation, WorkflowRun
 from fxtr.experiment._types import bound_target, check_value, is_entity_type, type_name
 from fxtr.experiment.errors import SignatureError
 from fxtr.store import Store, open_store
+from fxtr.store._base import redact_json
 
 JobStatus = Literal["succeeded", "failed", "needs_review"]
 CONFLICT_POLICIES = ("review", "overwrite")
@@ -263,12 +264,14 @@ async def _attempt(
         prepared = await _prepare_inputs(wf, inputs, run)
         if "inputs" not in record:
             record["inputs"] = _encoded_inputs(prepared)
-        store.put_job(record)
+        store.put_job(redact_json(record))
         kwargs = _root_kwargs(wf, prepared, run)
         root: Node | None = await run.drive(run.run_body(wf, root_address, kwargs))
         status = _status(run)
-        store.put_ops(job_id, attempt, run.ops)
-        store.put_workflows(job_id, attempt, [w.to_json() for w in run.workflows.values()])
+        store.put_ops(job_id, attempt, redact_json(run.ops))
+        store.put_workflows(
+            job_id, attempt, redact_json([w.to_json() for w in run.workflows.values()])
+        )
         if verify:
             replay = Run(
                 store=store,
@@ -287,9 +290,11 @@ async def _attempt(
     except BaseException as exc:
         info.update(status="error", ended_at=time.time(), error=f"{type(exc).__name__}: {exc}")
         if run.ops:
-            store.put_ops(job_id, attempt, run.ops)
-        store.put_workflows(job_id, attempt, [w.to_json() for w in run.workflows.values()])
-        store.put_job(record)
+            store.put_ops(job_id, attempt, redact_json(run.ops))
+        store.put_workflows(
+            job_id, attempt, redact_json([w.to_json() for w in run.workflows.values()])
+        )
+        store.put_job(redact_json(record))
         raise
     partial: Array[Any] | None = None
     missing: dict[tuple[Any, ...], str] = {}
@@ -304,7 +309,7 @@ async def _attempt(
             partial = Array.from_cells(partial.dim_specs, partial._keys, loaded, result.value_type)
     output = partial if status == "succeeded" else None
     info.update(status=status, ended_at=time.time())
-    store.put_job(record)
+    store.put_job(redact_json(record))
     return JobResult(
         job_id=job_id,
         attempt=attempt,

@@ -13,6 +13,7 @@ import warnings
 from typing import Any
 
 from fxtr.experiment.errors import FxtrError
+from fxtr.secrets import redact
 
 
 class StoreError(FxtrError):
@@ -169,3 +170,86 @@ class Batch:
             or self.values
             or self.failures
         )
+
+
+_canonical = json.JSONEncoder(
+    sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True
+).encode
+"""The engine's canonical JSON (``fxtr.experiment._encoding``), to re-encode a redacted result."""
+
+
+def redact_tree(value: Any) -> Any:
+    """A JSON-able tree with every string (and dict key) redacted."""
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, list):
+        return [redact_tree(v) for v in value]
+    if isinstance(value, dict):
+        return {redact(k) if isinstance(k, str) else k: redact_tree(v) for k, v in value.items()}
+    return value
+
+
+def redact_json_text(text: str) -> str:
+    """A JSON text with every credential removed from its strings; still valid JSON.
+
+    Redacting the text itself could cut an escape sequence; a text that holds a credential
+    is decoded, redacted string by string and encoded again (canonically).
+    """
+    redacted = redact(text)
+    if redacted == text:
+        return text
+    try:
+        tree = json.loads(text)
+    except ValueError:
+        return redacted
+    return _canonical(redact_tree(tree))
+
+
+def redact_record(record: dict[str, Any]) -> dict[str, Any]:
+    """An invocation record with every credential removed (its result text stays valid)."""
+    out: dict[str, Any] = redact_tree(record)
+    if isinstance(record.get("result_text"), str):
+        out["result_text"] = redact_json_text(record["result_text"])
+    return out
+
+
+def redact_json(value: Any) -> Any:
+    """A JSON-able value (a job record, workflow records) without credentials; itself if clean."""
+    text = json.dumps(value)
+    return value if redact(text) == text else redact_tree(value)
+
+
+def _redact_entry(text: str) -> str:
+    if redact(text) == text:
+        return text
+    entry = CacheEntry.from_text(text)
+    usage = redact_tree(entry.usage) if entry.usage else None
+    result, meta = redact_json_text(entry.result), redact_tree(entry.meta)
+    return CacheEntry(entry.fingerprint, entry.version, result, usage, meta).to_text()
+
+
+def _redact_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    text = json.dumps(records)
+    if redact(text) == text:
+        return records
+    return [redact_record(r) for r in records]
+
+
+def redact_batch(batch: Batch) -> Batch:
+    """The batch with every known credential (``fxtr.secrets``) removed from its texts.
+
+    Applied to every batch before it is written, whatever the store: cache entries (results,
+    usage, metadata), invocation records (errors, tracebacks, logs, results, model calls),
+    failure markers, entities and input values. A text without a credential is kept as is (one
+    scan of it); the cached result of a step that returned a credential is the redacted one.
+    Entries moved to the history were redacted when they were written.
+    """
+    return Batch(
+        entries={a: _redact_entry(t) for a, t in batch.entries.items()},
+        replaced=batch.replaced,
+        released=batch.released,
+        entities={k: redact_json_text(t) for k, t in batch.entities.items()},
+        invocations={job: _redact_records(rows) for job, rows in batch.invocations.items()},
+        values={k: redact_json_text(t) for k, t in batch.values.items()},
+        failures={k: redact_json_text(t) for k, t in batch.failures.items()},
+    )
