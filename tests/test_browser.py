@@ -382,3 +382,33 @@ def test_an_exported_eval_shows_its_matrix_offline(page, eval_served, tmp_path):
     page.click("#matrix tr[data-case='boom'] td.cell >> nth=0")
     page.wait_for_selector("#panel .cell-invocation")
     assert "provider unreachable" in page.inner_text("#panel")
+
+
+def test_keys_with_address_syntax_list_under_their_operation(page, tmp_path):
+    """Keys holding '/', brackets and escaped quotes mid-address (a child workflow mapped over
+    them): live and offline, the failed operation lists all its invocations (the page strips
+    keys itself offline), each opening its own error."""
+    from tests.viewer_jobs import HOSTILE_KEYS, make_hostile_job
+
+    _require_browser()
+    store = open_store(tmp_path / "store")
+    job = make_hostile_job(store)
+    exported = tmp_path / "keys.html"
+    exported.write_text(export_html(store, job.job_id), encoding="utf-8")
+    server, _ = serve(store, "127.0.0.1", 0)
+    try:
+        for where in (f"http://127.0.0.1:{server.server_address[1]}/#/job/{job.job_id}",
+                      exported.as_uri()):  # fmt: skip
+            page.goto(where)
+            heading = f"view.outer/inner/work · failed · {len(HOSTILE_KEYS)} invocation(s)"
+            page.wait_for_selector(f"h3:has-text('{heading}')")
+            assert page.locator("tr.invocation").count() == len(HOSTILE_KEYS), where
+            ops = page.eval_on_selector_all("svg.graph [data-op]", "els => els.map(e => e.dataset.op)")
+            assert sorted(ops) == ["view.outer", "view.outer/inner", "view.outer/inner/work"]
+            row = page.locator("tr.invocation", has_text='inner[case="quo\\"te"]/work')
+            row.click()
+            page.wait_for_selector("#panel h2")
+            assert "failed on purpose for key quo\"te" in page.inner_text("#panel"), where
+    finally:
+        server.shutdown()
+        server.server_close()

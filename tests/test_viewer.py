@@ -479,3 +479,30 @@ def test_an_eval_export_carries_its_matrix_and_cells_escaped(eval_store):
     data = json.loads(re.search(r'id="fxtr-data">(.*?)</script>', html, re.S).group(1))
     matrix = data["matrix"][a]
     assert matrix["total"] == 6 and len(matrix["rows"]) == 6
+
+
+def test_keys_with_address_syntax_mid_address(tmp_path):
+    """A child workflow mapped over keys holding '/', brackets, quotes: one node per operation,
+    each with an existing parent; the op filter finds every invocation; each detail opens."""
+    from fxtr.cli._server import Viewer
+    from tests.viewer_jobs import HOSTILE_KEYS, make_hostile_job
+
+    store = open_store(tmp_path / "store")
+    job = make_hostile_job(store)
+    viewer = Viewer(store)
+    nodes = {n["id"]: n for n in viewer.graph(job.job_id)["graph"]["nodes"]}
+    assert {k: n["parent"] for k, n in nodes.items()} == {
+        "view.outer": None,
+        "view.outer/inner": "view.outer",
+        "view.outer/inner/work": "view.outer/inner",
+    }
+    assert nodes["view.outer/inner/work"]["counts"] == {"failed": len(HOSTILE_KEYS)}
+    page = viewer.route(f"/api/jobs/{job.job_id}/invocations", {"op": ["view.outer/inner/work"]})
+    assert page["total"] == len(HOSTILE_KEYS)
+    for row in page["items"]:
+        detail = viewer.route(f"/api/jobs/{job.job_id}/invocation", {"address": [row["address"]]})
+        key = next(k for k in HOSTILE_KEYS if f"for key {k}" in detail["error"])
+        assert row["address"] == f"view.outer/inner[case={json.dumps(key)}]/work"
+    graph = job.graph
+    ids = {n.id for n in graph.nodes}
+    assert all(n.parent_id in ids for n in graph.nodes if n.parent_id is not None)

@@ -270,3 +270,32 @@ async def long_workflow(
 def make_long_job(store):
     xs = Array.from_mapping({i: i for i in range(3)}, dims=["x"], value_type=int)
     return run(long_workflow, {"x": xs}, store=store, verify=False, hermetic=False)
+
+
+# Keys with address syntax under a child workflow: the key sits mid-address -----------------
+
+HOSTILE_KEYS = ["a/b", "br[ack]et", 'quo"te', "x]/y[z=1", "k=v,w"]
+"""Map keys that hold address syntax (the engine writes them as JSON text)."""
+
+
+@step(name="view.work")
+async def work(context: StepContext, key: str) -> str:
+    raise RuntimeError(f"failed on purpose for key {key}")
+
+
+@workflow(name="view.inner")
+async def inner(context: WorkflowContext, key: ScalarHandle[str]) -> ScalarHandle[str]:
+    return context.run_step("work", work, {"key": key})
+
+
+@workflow(name="view.outer")
+async def outer(
+    context: WorkflowContext, keys: Annotated[ArrayHandle[str], "[case: str]"]
+) -> Annotated[ArrayHandle[str], "[case: str]"]:
+    """One child workflow per key: addresses ``view.outer/inner[case="a/b"]/work``."""
+    return context.run_child_workflow("inner", inner, {"key": keys}, map_over=["case"])
+
+
+def make_hostile_job(store):
+    keys = Array.from_mapping({k: k for k in HOSTILE_KEYS}, dims=["case"], value_type=str)
+    return run(outer, {"keys": keys}, store=store)
