@@ -120,11 +120,7 @@ def _check_store(state: State) -> None:
         msg = f"fxtr: {exc}"
         raise pytest.UsageError(msg) from None
     except Exception as exc:
-        msg = (
-            f"fxtr cannot open its store {state.settings.store}: {type(exc).__name__}: {exc}. "
-            "If it is damaged, move it aside (fxtr starts a new one) or point "
-            "--fxtr-cache-dir elsewhere."
-        )
+        msg = f"fxtr cannot open its store {state.settings.store}: {type(exc).__name__}: {exc}"
         raise pytest.UsageError(msg) from None
 
 
