@@ -461,3 +461,64 @@ def test_no_credential_reaches_the_store_in_any_form(location, monkeypatch):
         "reply": "[redacted]",
         "b64": "[redacted]",
     }
+
+
+def _damage_entry(location: str, address: str, find: str, put: str) -> None:
+    """Change bytes of a stored result behind the store's back (a bit flip on disk)."""
+    if is_url(location):
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as conn:
+            changed = conn.execute(
+                "UPDATE fxtr_entries SET result = replace(result, %s, %s) WHERE address = %s",
+                (find, put, address),
+            ).rowcount
+        assert changed == 1
+        return
+    import sqlite3
+
+    with sqlite3.connect(Path(location) / "cache" / "cache.db") as con:
+        (value,) = con.execute(
+            "SELECT value FROM Cache WHERE key = ?", ("e|" + address,)
+        ).fetchone()
+        text = value if isinstance(value, str) else bytes(value).decode()
+        assert find in text
+        con.execute(
+            "UPDATE Cache SET value = ? WHERE key = ?", (text.replace(find, put), "e|" + address)
+        )
+
+
+def test_a_damaged_entry_is_recomputed_never_served_and_counted(location):
+    """A stored result that no longer matches its checksum is a miss: the step runs again,
+    the right value comes back, and the address is listed in JobResult.damaged and in the
+    attempt's record; the next run is a clean hit."""
+    first = run(evaluate, qa_inputs(), store=location)
+    address = "qa.evaluate/answer[model=a,prompt=p2]"
+    stored = open_store(location).get_entry(address)
+    assert stored is not None and len(stored.result) > 4
+    good = stored.result
+    bad = good[:2] + ("X" if good[2] != "X" else "Y") + good[3:]  # still valid JSON text
+    _damage_entry(location, address, good, bad)
+    assert open_store(location).get_entry(address).damaged
+    examples.CALLS.clear()
+    again = run(evaluate, qa_inputs(), store=location)
+    assert again.status == "succeeded" and again.output == first.output
+    assert again.damaged == [address]
+    assert not again.invocation(address).from_cache
+    assert len(examples.CALLS) == 1
+    record = open_store(location).get_job(again.job_id)
+    assert record["attempts"][-1]["damaged"] == [address]
+    third = run(evaluate, qa_inputs(), store=location)
+    assert third.damaged == [] and all(i.from_cache for i in third.invocations)
+    assert "damaged" not in open_store(location).get_job(third.job_id)["attempts"][-1]
+
+
+def test_an_unreadable_entry_is_a_miss_not_a_crash(tmp_path):
+    """An entry text that is not an entry any more (a torn write) is recomputed."""
+    location = str(tmp_path / "store")
+    first = run(evaluate, qa_inputs(), store=location)
+    address = "qa.evaluate/answer[model=a,prompt=p1]"
+    open_store(location).cache.set("e|" + address, "{\x00garbage")
+    again = run(evaluate, qa_inputs(), store=location)
+    assert again.status == "succeeded" and again.output == first.output
+    assert again.damaged == [address] and not again.invocation(address).from_cache

@@ -53,6 +53,9 @@ class JobResult:
     job did not succeed; ``None`` when not even the keys are known."""
     missing: dict[tuple[Any, ...], str] = dataclasses.field(default_factory=dict, repr=False)
     """Cells of ``partial_output`` with no value, and why (failed, skipped, in review)."""
+    damaged: list[str] = dataclasses.field(default_factory=list, repr=False)
+    """Addresses whose stored cache entry was damaged (failed its checksum, or unreadable):
+    each was recomputed instead of served. Also in the job record, per attempt."""
 
     @property
     def conflicts(self) -> list[Invocation]:
@@ -289,6 +292,8 @@ async def _attempt(
             )
     except BaseException as exc:
         info.update(status="error", ended_at=time.time(), error=f"{type(exc).__name__}: {exc}")
+        if run.damaged:
+            info["damaged"] = list(run.damaged)
         if run.ops:
             store.put_ops(job_id, attempt, redact_json(run.ops))
         store.put_workflows(
@@ -309,6 +314,8 @@ async def _attempt(
             partial = Array.from_cells(partial.dim_specs, partial._keys, loaded, result.value_type)
     output = partial if status == "succeeded" else None
     info.update(status=status, ended_at=time.time())
+    if run.damaged:
+        info["damaged"] = list(run.damaged)
     store.put_job(redact_json(record))
     return JobResult(
         job_id=job_id,
@@ -321,6 +328,7 @@ async def _attempt(
         ops=run.ops,
         partial_output=partial,
         missing=missing,
+        damaged=list(run.damaged),
     )
 
 

@@ -39,12 +39,16 @@ def decide(
 ) -> Decision:
     """The conflict policy, for the entry found at a planned invocation's address.
 
-    Same fingerprint: a hit. No entry: run. A different fingerprint: under ``review`` (the
-    default) the invocation awaits review and does not run; under ``overwrite``, or when the
-    step's ``version=`` changed on purpose, it runs and the old entry goes to the history.
+    Same fingerprint: a hit. No entry, or a damaged one (counted in ``run.damaged``): run. A
+    different fingerprint: under ``review`` (the default) the invocation awaits review and
+    does not run; under ``overwrite``, or when the step's ``version=`` changed on purpose, it
+    runs and the old entry goes to the history.
     """
     address, fps, fp = plan.address, plan.fps, plan.fingerprint
     if entry is None:
+        return "run", None
+    if entry.damaged:  # never served: recomputed, and counted
+        run.damaged[address] = None
         return "run", None
     if entry.fingerprint == fp:
         return "hit", hit(run, step, address, fps, fp, entry)

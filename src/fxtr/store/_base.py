@@ -7,6 +7,7 @@ Both stores (``_diskcache`` and ``_postgres``) import from here and never from e
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import warnings
@@ -58,14 +59,23 @@ def parse_job(text: Any, where: str) -> dict[str, Any] | None:
     return None
 
 
+def checksum_of(result: str) -> str:
+    """The checksum stored with a result: the first 32 hex digits of its sha256."""
+    return hashlib.sha256(result.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 class CacheEntry:
     """A step-cache entry: fingerprint, version, usage, result text, and the rest (lazily).
 
-    Stored as five lines so a cache hit reads the fingerprint and the result without
-    parsing the metadata: fingerprint, version, usage JSON (or empty), result, metadata JSON.
+    Stored as a checksum line and five lines, so a cache hit reads the fingerprint and the
+    result without parsing the metadata: ``#checksum`` (of the result text), fingerprint,
+    version, usage JSON (or empty), result, metadata JSON. A stored entry whose result does
+    not match its checksum, or whose text cannot be parsed, is read as a *damaged* entry
+    (``damaged`` true, nothing else usable): the engine treats it as a miss and recomputes
+    it, never serves it. Entries written before checksums (no ``#`` line) are read as before.
     """
 
-    __slots__ = ("_meta", "_meta_text", "fingerprint", "result", "usage", "version")
+    __slots__ = ("_meta", "_meta_text", "damaged", "fingerprint", "result", "usage", "version")
 
     def __init__(
         self,
@@ -75,6 +85,7 @@ class CacheEntry:
         usage: dict[str, Any] | None = None,
         meta: dict[str, Any] | None = None,
         meta_text: str | None = None,
+        damaged: bool = False,
     ) -> None:
         self.fingerprint = fingerprint
         self.version = version
@@ -84,6 +95,13 @@ class CacheEntry:
         """Model calls the step made when it ran: calls, tokens, dollars (None: none)."""
         self._meta = meta
         self._meta_text = meta_text
+        self.damaged = damaged
+        """The stored entry failed its checksum or could not be parsed: not a result."""
+
+    @classmethod
+    def damaged_entry(cls) -> CacheEntry:
+        """What a damaged stored entry reads as."""
+        return cls("", None, "", None, {}, None, damaged=True)
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -96,23 +114,60 @@ class CacheEntry:
         """The stored form."""
         meta = self._meta_text if self._meta is None else json.dumps(self._meta)
         usage = json.dumps(self.usage) if self.usage else ""
-        return f"{self.fingerprint}\n{self.version or ''}\n{usage}\n{self.result}\n{meta or '{}'}"
+        return (
+            f"#{checksum_of(self.result)}\n{self.fingerprint}\n{self.version or ''}\n"
+            f"{usage}\n{self.result}\n{meta or '{}'}"
+        )
 
     @classmethod
     def from_text(cls, text: str) -> CacheEntry:
-        """Parse the stored form."""
-        fp, version, usage, result, meta = text.split("\n", 4)
-        return cls(fp, version or None, result, json.loads(usage) if usage else None, None, meta)
+        """Parse the stored form; a damaged entry when it fails its checksum or cannot be read."""
+        checksum = None
+        try:
+            if text.startswith("#"):
+                head, _, text = text.partition("\n")
+                checksum = head[1:]
+            fp, version, usage, result, meta = text.split("\n", 4)
+            entry = cls(
+                fp, version or None, result, json.loads(usage) if usage else None, None, meta
+            )
+        except (ValueError, TypeError, AttributeError):
+            return cls.damaged_entry()
+        if checksum is not None and checksum != checksum_of(result):
+            return cls.damaged_entry()
+        return entry
+
+    @classmethod
+    def from_columns(
+        cls,
+        fingerprint: str,
+        version: str | None,
+        usage: str | None,
+        result: str,
+        meta: str,
+        checksum: str | None,
+    ) -> CacheEntry:
+        """An entry from a database row; a damaged entry when it fails its checksum."""
+        try:
+            parsed = json.loads(usage) if usage else None
+        except ValueError:
+            return cls.damaged_entry()
+        if checksum is not None and checksum != checksum_of(result):
+            return cls.damaged_entry()
+        return cls(fingerprint, version, result, parsed, None, meta)
 
     def as_dict(self) -> dict[str, Any]:
         """Everything, as one JSON-able dict (history and ``fxtr cache``)."""
-        return {
+        out = {
             "fingerprint": self.fingerprint,
             "version": self.version,
             "result": self.result,
             "usage": self.usage,
             **self.meta,
         }
+        if self.damaged:
+            out["damaged"] = True
+        return out
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> CacheEntry:

@@ -31,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(msg) from exc
 
 from fxtr.experiment.errors import FxtrError
-from fxtr.store._base import Batch, CacheEntry, parse_job
+from fxtr.store._base import Batch, CacheEntry, checksum_of, parse_job
 from fxtr.store._base import pid_alive as _pid_alive
 
 SCHEMA_VERSION = 1
@@ -64,6 +64,8 @@ _SCHEMA = [
         task_id text NOT NULL, seq integer NOT NULL, node text NOT NULL,
         PRIMARY KEY (task_id, seq))""",
     "CREATE TABLE IF NOT EXISTS fxtr_trace_seq (task_id text PRIMARY KEY, n integer NOT NULL)",
+    # the checksum of the result (``checksum_of``); NULL in rows written before it: trusted
+    "ALTER TABLE fxtr_entries ADD COLUMN IF NOT EXISTS checksum text",
 ]
 
 
@@ -164,17 +166,15 @@ class PostgresStore:
 
     @staticmethod
     def _entry(row: tuple[Any, ...]) -> CacheEntry:
-        fingerprint, version, usage, result, meta = row
-        return CacheEntry(
-            fingerprint, version, result, json.loads(usage) if usage else None, None, meta
-        )
+        return CacheEntry.from_columns(*row)
 
     def get_entries(self, addresses: Iterable[str]) -> dict[str, CacheEntry]:
         """The cache entries that exist among ``addresses``, in one query."""
         rows = (
             self._conn()
             .execute(
-                "SELECT address, fingerprint, version, usage, result, meta FROM fxtr_entries "
+                "SELECT address, fingerprint, version, usage, result, meta, checksum "
+                "FROM fxtr_entries "
                 "WHERE address = ANY(%s)",
                 (list(addresses),),
             )
@@ -217,7 +217,7 @@ class PostgresStore:
                 raise KeyError(msg) from None
             entry: dict[str, Any] = json.loads(text)
             current = conn.execute(
-                "SELECT fingerprint, version, usage, result, meta FROM fxtr_entries "
+                "SELECT fingerprint, version, usage, result, meta, checksum FROM fxtr_entries "
                 "WHERE address = %s",
                 (address,),
             ).fetchone()
@@ -243,14 +243,17 @@ class PostgresStore:
                     usage,
                     entry.result,
                     json.dumps(entry.meta),
+                    checksum_of(entry.result),
                 )
             )
         with conn.cursor() as cur:
             cur.executemany(
-                "INSERT INTO fxtr_entries (address, fingerprint, version, usage, result, meta) "
-                "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (address) DO UPDATE SET "
+                "INSERT INTO fxtr_entries "
+                "(address, fingerprint, version, usage, result, meta, checksum) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (address) DO UPDATE SET "
                 "fingerprint = EXCLUDED.fingerprint, version = EXCLUDED.version, "
-                "usage = EXCLUDED.usage, result = EXCLUDED.result, meta = EXCLUDED.meta",
+                "usage = EXCLUDED.usage, result = EXCLUDED.result, meta = EXCLUDED.meta, "
+                "checksum = EXCLUDED.checksum",
                 rows,
             )
 
@@ -258,7 +261,10 @@ class PostgresStore:
         """Every cache entry, with its address."""
         rows = (
             self._conn()
-            .execute("SELECT address, fingerprint, version, usage, result, meta FROM fxtr_entries")
+            .execute(
+                "SELECT address, fingerprint, version, usage, result, meta, checksum "
+                "FROM fxtr_entries"
+            )
             .fetchall()
         )
         for row in rows:
