@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from typing import Annotated, Any
 
@@ -494,3 +495,41 @@ def test_map_over_a_single_name_given_as_a_str_is_that_dimension():
         "t.map_str/s[model=x]",
         "t.map_str/s[model=y]",
     ]
+
+
+@step(name="t.blocks")
+async def blocks_the_loop(context: StepContext, how: str) -> str:
+    if how == "time.sleep":
+        time.sleep(1.6)  # the mistake the watchdog names
+    else:
+        await asyncio.sleep(1.6)  # waiting politely: not named
+    return how
+
+
+@workflow(name="t.blocking")
+async def blocking_wf(
+    context: WorkflowContext, how: Annotated[ArrayHandle[str], "[how: str]"]
+) -> Annotated[ArrayHandle[str], "[how: str]"]:
+    return context.run_step("b", blocks_the_loop, {"how": how}, map_over="how")
+
+
+def test_a_step_that_blocks_the_event_loop_is_named_while_it_blocks(caplog):
+    """One WARNING on the fxtr logger names the step and address that blocks the loop (and
+    says what to do); a step that awaits for as long is not named."""
+    how = Array.from_mapping(
+        {"sleep": "time.sleep", "await": "asyncio.sleep"}, dims=["how"], value_type=str
+    )
+    caplog.set_level(logging.WARNING, logger="fxtr")
+    started = time.monotonic()
+    result = run(blocking_wf, {"how": how})
+    assert result.status == "succeeded"
+    assert time.monotonic() - started < 10
+    named = [r for r in caplog.records if "blocked the event loop" in r.getMessage()]
+    assert len(named) == 1, [r.getMessage() for r in caplog.records]
+    (record,) = named
+    assert record.levelno == logging.WARNING and record.name == "fxtr"
+    message = record.getMessage()
+    assert "'t.blocks' at 't.blocking/b[how=sleep]'" in message
+    assert "asyncio.to_thread" in message
+    seconds = float(message.split("for ")[1].split(" s")[0])
+    assert 1.0 <= seconds < 1.6

@@ -68,6 +68,7 @@ from fxtr.experiment._replay import check_ops_complete, record_op
 from fxtr.experiment._resolution import resolve
 from fxtr.experiment._signature import Param
 from fxtr.experiment._types import Dim, is_assignable, is_entity_type
+from fxtr.experiment._watchdog import LoopWatchdog
 from fxtr.experiment.errors import SignatureError, UpstreamFailedError
 
 if TYPE_CHECKING:
@@ -129,6 +130,10 @@ class Run:
         self.step_sems: dict[str, asyncio.Semaphore] = {}
         self.entities: dict[str, Entity] = {}
         self.held: set[str] = set()
+        self.running: dict[asyncio.Task[Any], Invocation] = {}
+        """The invocation each task is running a step body for (the loop watchdog names it)."""
+        self.damaged: dict[str, None] = {}
+        """Addresses whose stored entry was damaged (checksum, unreadable): recomputed."""
         self.values_seen: set[str] = set()
         """Input fingerprints whose texts were queued for the store in this pass."""
         self._batch: Batch | None = None
@@ -157,12 +162,17 @@ class Run:
     async def drive(self, root: Coroutine[Any, Any, Any]) -> Any:
         """Run the root body and everything it schedules; raise the first fatal error."""
         root_task = self.spawn(root)
+        watchdog = None
         if self.mode == "live":
             self._heartbeat = asyncio.get_running_loop().create_task(self._renew_claims())
+            watchdog = LoopWatchdog(asyncio.get_running_loop(), self.running)
+            watchdog.start()
         try:
             while self.pending and self.fatal is None:
                 await asyncio.wait(set(self.pending), return_when=asyncio.FIRST_EXCEPTION)
         finally:
+            if watchdog is not None:
+                watchdog.stop()
             if self._heartbeat is not None:
                 self._heartbeat.cancel()
             if self.fatal is not None or self.pending:

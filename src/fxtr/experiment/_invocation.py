@@ -54,11 +54,16 @@ async def invoke(
         async with run.sem:
             if step_sem is not None:
                 await step_sem.acquire()
+            task = asyncio.current_task()
             try:
                 inv.started_at = time.time()
                 ctx = StepContext(run, step, inv, plan.sample)
+                if task is not None:
+                    run.running[task] = inv  # for the loop watchdog
                 value = await call(run, step, ctx, kwargs, bindings)
             finally:
+                if task is not None:
+                    run.running.pop(task, None)
                 if step_sem is not None:
                     step_sem.release()
         text = encode_result(run, step, value)
@@ -103,9 +108,7 @@ async def invoke(
     return Value(value if not isinstance(value, Entity) else BoundID.of(value))
 
 
-def failed(
-    run: Run, step: StepDefinition[..., Any], inv: Invocation, exc: BaseException
-) -> Value:
+def failed(run: Run, step: StepDefinition[..., Any], inv: Invocation, exc: BaseException) -> Value:
     """Record a step's failure: this invocation only; dependents see the cause."""
     address = inv.address
     inv.ended_at = time.time()
