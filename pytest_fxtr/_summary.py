@@ -56,8 +56,10 @@ def report_json(
 
 def write_report(path: Path, document: dict[str, Any]) -> None:
     """Write the report, creating its folder."""
+    from fxtr.report._redaction import redacted_json
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(document, indent=2, default=str) + "\n")
+    path.write_text(redacted_json(document, indent=2) + "\n")
 
 
 # numbers: one format everywhere
@@ -572,7 +574,9 @@ def write_markdown(
     """Write the Markdown summary to ``path`` and append it to ``$GITHUB_STEP_SUMMARY``."""
     if path is None and not os.environ.get("GITHUB_STEP_SUMMARY"):
         return
-    text = markdown(jobs, evaluations)
+    from fxtr.secrets import redact
+
+    text = redact(markdown(jobs, evaluations))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)

@@ -97,8 +97,8 @@ def test_damaged_job_record_leaves_the_viewer_listing_the_others(tmp_path: Path)
     store = tmp_path / "store"
     one = job({"store": str(store), "keys": ["k1"], "payload": "ok"})
     two = job({"store": str(store), "keys": ["k1"], "payload": "ok"})
-    with sqlite3.connect(store / "jobs" / "cache.db") as con:
-        con.execute("UPDATE Cache SET value = ? WHERE key = ?", ("{broken", one["job_id"]))
+    with sqlite3.connect(store / "cache" / "cache.db") as con:
+        con.execute("UPDATE FxtrJobs SET record = ? WHERE job_id = ?", ("{broken", one["job_id"]))
     proc = subprocess.Popen([*FXTR, "--store", str(store), "view", "--port", "0"],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             cwd=ROOT, env=env())
