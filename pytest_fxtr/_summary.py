@@ -216,9 +216,10 @@ def _one_line(job_id: str, info: dict[str, Any], evaluation: dict[str, Any] | No
         gate = "gate passed" if evaluation["gate"]["passed"] else "gate failed"
         if evaluation["gate"]["regressed"]:
             gate += " (regressed)"
+    damaged = len(info["attempt"].get("damaged") or [])
     return (
         f"fxtr: {job_id} · {info['record']['workflow']} · {info['attempt'].get('status')} · "
-        f"{_total_usd(total)} · {gate}"
+        f"{_total_usd(total)} · {gate}" + (f" · {damaged} damaged" if damaged else "")
     )
 
 
@@ -287,6 +288,14 @@ def _job_block(tr: Any, job_id: str, info: dict[str, Any], verbose: int) -> None
         headers = ["model", "calls", "in tokens", "out tokens", "cost", "saved by cache"]
         tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
     _failures_block(tr, invocations, verbose)
+    damaged = attempt.get("damaged") or []
+    if damaged:
+        tr.write_line("")
+        tr.write_line(
+            f"damaged: {len(damaged)} cached result(s) failed their checksum or could not be "
+            "read, and were recomputed; e.g."
+        )
+        tr.write_line(short(f"  {damaged[0]}", WIDTH))
     noticed = [i for i in invocations if i.get("warnings")]
     if noticed:
         tr.write_line("")
