@@ -62,13 +62,13 @@ def test_concurrent_job_overwrite_keeps_history(store: Path, tmp_path: Path) -> 
 
 
 def _job_ids(store: Path) -> list[str]:
-    db = store / "jobs" / "cache.db"
+    db = store / "cache" / "cache.db"
     if not db.exists():
         return []
     try:
         with sqlite3.connect(db, timeout=5) as con:
-            return [k for (k,) in con.execute("SELECT key FROM Cache").fetchall()]
-    except sqlite3.OperationalError:
+            return [k for (k,) in con.execute("SELECT job_id FROM FxtrJobs").fetchall()]
+    except sqlite3.OperationalError:  # not created yet
         return []
 
 
@@ -76,8 +76,8 @@ def test_damaged_job_record_does_not_hide_the_others(store: Path) -> None:
     """Item 4: `fxtr jobs` lists the healthy job and says one record was skipped."""
     one = job({"store": str(store), "keys": ["k1"], "payload": "ok"})
     two = job({"store": str(store), "keys": ["k1"], "payload": "ok"})
-    with sqlite3.connect(store / "jobs" / "cache.db") as con:
-        con.execute("UPDATE Cache SET value = ? WHERE key = ?", ("{not json", one["job_id"]))
+    with sqlite3.connect(store / "cache" / "cache.db") as con:
+        con.execute("UPDATE FxtrJobs SET record = ? WHERE job_id = ?", ("{not json", one["job_id"]))
     listing = fxtr_cli("--store", str(store), "jobs")
     assert listing.returncode == 0, listing.stderr
     assert two["job_id"][:8] in listing.stdout, listing.stdout
