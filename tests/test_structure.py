@@ -16,18 +16,11 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parent.parent / "src"
 MAX_LINES = 600
 
-KNOWN_FOREIGN_CYCLES: list[frozenset[str]] = [
-    # TODO(integrator): circles through files of other streams (models, tracing, cli, report,
-    # integrations.langgraph), left to them; clear this list as they are cut.
-]
-"""Cycles the structure check tolerates for now, each a set of modules."""
+KNOWN_FOREIGN_CYCLES: list[frozenset[str]] = []
+"""Cycles the structure check tolerates (none: every circle has been cut)."""
 
-KNOWN_FOREIGN_LONG: set[str] = {
-    # TODO(integrator): modules of other streams over the limit; clear as they are split.
-    "fxtr.integrations.langgraph",  # LANGGRAPH stream
-    "fxtr.models._classify",  # CLASSIFIER stream
-}
-"""Modules of other streams over the limit for now (TODO(integrator): clear)."""
+KNOWN_FOREIGN_LONG: set[str] = set()
+"""Modules allowed over the limit (none)."""
 
 
 def _modules() -> dict[str, Path]:
