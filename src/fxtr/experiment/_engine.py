@@ -107,9 +107,9 @@ class Run:
     ) -> None:
         self.store = store
         self.hermetic = hermetic
+        """Watch bodies for files and environment variables they touch."""
         self.shared = shared
         """Other processes of the same run may run this attempt too (pytest-xdist workers)."""
-        """Watch bodies for files and environment variables they touch."""
         self.job_id = job_id
         self.attempt = attempt
         self.mode = mode
