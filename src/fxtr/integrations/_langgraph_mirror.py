@@ -289,7 +289,11 @@ class _Mirror:
         state.tasks[task_id] = task
         state.tasks.move_to_end(task_id)
         while len(state.tasks) > limits.MAX_TASKS:
-            state.tasks.popitem(last=False)
+            old_id, old = state.tasks.popitem(last=False)
+            state.forgotten[old_id] = old.generation
+            state.forgotten.move_to_end(old_id)
+        while len(state.forgotten) > limits.MAX_TASKS * limits.FORGOTTEN_PER_TASK:
+            state.forgotten.popitem(last=False)
         return task
 
     def _outcome(self, task: _Task, status: NodeStatus, error: BaseException | None) -> None:
@@ -328,6 +332,8 @@ class _Mirror:
         with self._lock:
             state = self._thread(thread_id)
             known = state.tasks.get(task_id)
+            if known is None and state.forgotten.get(task_id) == state.generation.get(ns, 0):
+                return  # a late write of an execution recorded, then dropped by the bound
             if (
                 known is not None
                 and known.generation == state.generation.get(ns, 0)

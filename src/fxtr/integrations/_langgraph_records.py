@@ -35,6 +35,8 @@ MAX_RUNS = 4096
 MAX_STEPS = 512
 """Super-step records (and checkpoint numbers, ``Send`` packets) kept per thread; open
 super-steps are kept apart until they close."""
+FORGOTTEN_PER_TASK = 8
+"""Ids of dropped task records kept per record kept (late writes of them are ignored)."""
 _RUNTIME = "__pregel_runtime"
 """A configurable key LangGraph sets on a run's config (not on ``get_state``'s)."""
 
@@ -88,6 +90,10 @@ class _Thread:
         """Checkpoints a later one was saved after: their super-step completed."""
         self.tasks: collections.OrderedDict[str, _Task] = collections.OrderedDict()
         """The last execution of each task id."""
+        self.forgotten: collections.OrderedDict[str, int] = collections.OrderedDict()
+        """Task ids dropped from ``tasks`` by the bound, with the attempt they were recorded
+        in: a late write of one is news about what was recorded, not a new execution (only
+        ids are kept, ``FORGOTTEN_PER_TASK`` times as many as ``MAX_TASKS``)."""
         self.root: TaskScope | None = None
         self.watched = False
         """The handler sees the current run of the root namespace (and will see it end)."""
