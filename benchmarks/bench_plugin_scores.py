@@ -16,7 +16,8 @@ import types
 from typing import Any
 
 from fxtr import Array
-from pytest_fxtr._evals import Eval, evaluation_payload
+from pytest_fxtr._cells import evaluation_payload
+from pytest_fxtr._evals import Eval
 from pytest_fxtr._gates import Baseline, evaluate
 
 CASES, SAMPLES, REPEATS = 10_000, 10, 3

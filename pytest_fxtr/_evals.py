@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import json
 import math
 import re
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,7 +29,7 @@ class Eval:
     cluster: str | None = None
     """``cluster=`` on the marker: the case field whose values cluster the cases."""
     clusters: list[list[Any]] | None = None
-    """``[[case key, label], ...]`` once collected (see ``cluster_labels``)."""
+    """``[[case key, label], ...]`` once collected (see ``_cells.cluster_labels``)."""
     items: list[pytest.Item] = dataclasses.field(default_factory=list)
     job: Any = None
     """The ``JobResult`` once the job ran."""
@@ -464,216 +462,9 @@ def address_keys(address: str) -> dict[str, str]:
     """Every map key along an address, unquoted (``a/b[k="x/y"]`` → ``{"k": "x/y"}``)."""
     if '"' not in address:  # no quoted key: the common case, at C speed
         return dict(_PLAIN_KEY.findall(address))
+    from fxtr.tracing._jobgraph import address_segments, split_segment
+
     keys: dict[str, str] = {}
-    for segment in _segments(address):
-        if not segment.endswith("]") or "[" not in segment:
-            continue
-        inner = segment[segment.index("[") + 1 : -1]
-        for part in _split_outside_quotes(inner, ","):
-            name, _, text = part.partition("=")
-            if text.startswith('"'):
-                try:
-                    text = json.loads(text)
-                except ValueError:
-                    pass
-            keys[name] = text
+    for segment in address_segments(address):
+        keys.update(split_segment(segment)[1])
     return keys
-
-
-def _segments(address: str) -> list[str]:
-    return _split_outside_quotes(address, "/")
-
-
-def _split_outside_quotes(text: str, sep: str) -> list[str]:
-    if '"' not in text:  # no quoted key: the common case, at C speed
-        return text.split(sep)
-    parts: list[str] = []
-    current: list[str] = []
-    quoted = escaped = False
-    for ch in text:
-        if quoted and escaped:
-            escaped = False
-        elif quoted and ch == "\\":
-            escaped = True
-        elif ch == '"':
-            quoted = not quoted
-        elif ch == sep and not quoted:
-            parts.append("".join(current))
-            current = []
-            continue
-        current.append(ch)
-    parts.append("".join(current))
-    return parts
-
-
-CASE = "case"
-SAMPLE = "sample"
-
-
-def evaluation_payload(ev: Eval, fail_under: float | None) -> dict[str, Any]:
-    """The eval's cells (interfaces.md), built from its job once per process.
-
-    Each cell is one case of one group: its per-sample numeric values (``None`` where a
-    sample has no value), ``ok`` or ``missing``, and the addresses of the invocations
-    behind it. Cells come from the whole job, not from the items that ran (``-x``).
-    """
-    job = ev.job
-    threshold = ev.threshold if ev.threshold is not None else fail_under
-    payload: dict[str, Any] = {
-        "eval": ev.nodeid,
-        "workflow": ev.workflow.name,
-        "job_id": ev.job_id,
-        "threshold": threshold,
-        "cluster": ev.cluster,
-        "clusters": ev.clusters,
-    }
-    if job is None or job.partial_output is None:
-        dims = [CASE] if CASE in ev.dims else []
-        group_dims = [d for d in ev.dims if d not in (CASE, SAMPLE)]
-        cells: dict[str, dict[str, Any]] = {}
-        for item in ev.items:
-            keys = item_keys(ev, item)
-            cell = _cell({d: keys[d] for d in group_dims}, {d: keys[d] for d in dims})
-            cell["status"] = "missing"
-            cells.setdefault(json.dumps([cell["group"], cell["case"]]), cell)
-        payload.update(
-            case_dims=dims, group_dims=group_dims, sample_dim=None, cells=list(cells.values())
-        )
-        payload["numeric"] = True
-        return payload
-    partial, missing = job.partial_output, job.missing
-    out_dims = list(partial.dims)
-    case_dims = [d for d in out_dims if d == CASE]
-    group_dims = [d for d in out_dims if d not in (CASE, SAMPLE)]
-    sample = SAMPLE if SAMPLE in out_dims else None
-    positions = [out_dims.index(d) for d in group_dims + case_dims]
-    n_group = len(group_dims)
-    by_cell: dict[tuple[Any, ...], dict[str, Any]] = {}
-    any_numeric = any_value = False
-    for key, value in partial.items():
-        ident = tuple(_text(key[i]) for i in positions)
-        if ident in by_cell:
-            cell = by_cell[ident]
-        else:
-            group = dict(zip(group_dims, ident[:n_group], strict=True))
-            cell = by_cell[ident] = _cell(group, dict(zip(case_dims, ident[n_group:], strict=True)))
-        gone = key in missing if missing else False
-        number = None if gone else numeric(value)
-        if number is None:
-            cell["status"] = "missing"
-            if not gone and value is not None:
-                cell["non_numeric"] = cell.get("non_numeric", 0) + 1
-        else:
-            any_numeric = True
-        any_value = any_value or not gone
-        cell["values"].append(number)
-    _attach_addresses(by_cell, job.invocations, group_dims, case_dims)
-    payload.update(
-        case_dims=case_dims,
-        group_dims=group_dims,
-        sample_dim=sample,
-        cells=list(by_cell.values()),
-        numeric=any_numeric or not any_value,
-    )
-    return payload
-
-
-def _cell(group: dict[str, str], case: dict[str, str]) -> dict[str, Any]:
-    return {"group": group, "case": case, "values": [], "status": "ok", "addresses": []}
-
-
-def _text(key: Any) -> str:
-    return key if type(key) is str else str(key)
-
-
-def _attach_addresses(
-    cells: dict[tuple[Any, ...], dict[str, Any]],
-    invocations: list[Any],
-    group_dims: list[str],
-    case_dims: list[str],
-) -> None:
-    """Each cell's addresses: the invocations whose map keys agree with the cell's."""
-    dims = group_dims + case_dims
-    for inv in invocations:
-        keys = address_keys(inv.address)
-        if all(d in keys for d in dims):
-            cell = cells.get(tuple(keys[d] for d in dims))
-            targets = [cell] if cell is not None else []
-        else:
-            targets = [
-                c
-                for c in cells.values()
-                if all(keys.get(d, v) == v for d, v in {**c["group"], **c["case"]}.items())
-            ]
-        for cell in targets:
-            cell["addresses"].append(inv.address)
-    for cell in cells.values():
-        cell["addresses"].sort()
-
-
-def cluster_labels(ev: Eval) -> list[list[Any]]:
-    """``[[case key, label], ...]`` for ``cluster=FIELD``: one label per case.
-
-    FIELD is a parametrized argument's name, or a field of the case's values: a key of
-    their ``metadata`` mapping (a kit ``Case``), a key of a mapping, or an attribute.
-
-    Raises:
-        pytest.UsageError: a case has no such field.
-    """
-    assert ev.cluster is not None
-    field = ev.cluster
-    labels: dict[str, Any] = {}
-    for item in ev.items:
-        keys = item_keys(ev, item)
-        case = {CASE: keys[CASE]} if CASE in keys else {}
-        params = item.callspec.params  # type: ignore[attr-defined]
-        found, label = _field(params, ev.dims.get(CASE, ()), field)
-        if not found:
-            msg = (
-                f"@pytest.mark.fxtr on {ev.nodeid}: cluster={field!r}, but case "
-                f"{keys.get(CASE)!r} has no field {field!r} (not a parametrized argument, "
-                "nor a key of its values' metadata, nor an attribute of them); name a field "
-                "every case has."
-            )
-            raise pytest.UsageError(msg)
-        labels[json.dumps(case, sort_keys=True)] = label if isinstance(label, str) else str(label)
-    return [[json.loads(case), label] for case, label in labels.items()]
-
-
-def _field(params: dict[str, Any], names: tuple[str, ...], field: str) -> tuple[bool, Any]:
-    if field in params:
-        return True, params[field]
-    for name in names:
-        value = params.get(name)
-        metadata = getattr(value, "metadata", None)
-        if isinstance(metadata, dict) and field in metadata:
-            return True, metadata[field]
-        if isinstance(value, dict) and field in value:
-            return True, value[field]
-        if hasattr(value, field) and not callable(getattr(value, field)):
-            return True, getattr(value, field)
-    return False, None
-
-
-def item_properties(
-    ev: Eval,
-    item: pytest.Item,
-    failure: str | None,
-    fail_under: float | None,
-) -> list[tuple[str, str]]:
-    """What the controller needs to gate and summarize, as report properties.
-
-    Every item says which eval it belongs to; the first item of an eval in each process
-    also carries the eval's cells (the controller keeps one copy per eval).
-    """
-    payload: dict[str, Any] = {
-        "eval": ev.nodeid,
-        "job_id": ev.job_id,
-        "keys": item_keys(ev, item),
-        "missing": failure is not None,
-        "at": time.time(),
-    }
-    if not ev.reported:
-        ev.reported = True
-        payload["evaluation"] = evaluation_payload(ev, fail_under)
-    return [("fxtr", json.dumps(payload, default=str))]

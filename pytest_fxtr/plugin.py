@@ -87,7 +87,8 @@ def _header(config: pytest.Config, state: State) -> None:
 
 def pytest_collection_finish(session: pytest.Session) -> None:
     """Group the selected items (after -k, -m, --lf) by eval; validate the markers."""
-    from pytest_fxtr._evals import MARKER, cluster_labels, item_keys, parse_marker
+    from pytest_fxtr._cells import cluster_labels
+    from pytest_fxtr._evals import MARKER, item_keys, parse_marker
 
     state = session.config.stash[STATE]
     for item in session.items:
@@ -180,7 +181,8 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     ev = state.evals.get(item.nodeid.split("[", 1)[0])
     if ev is None:
         return
-    from pytest_fxtr._evals import item_properties, run_job, slice_for
+    from pytest_fxtr._cells import item_properties
+    from pytest_fxtr._evals import run_job, slice_for
 
     run_job(ev, state.settings, state.run_id, _progress(item.config, state, ev), _loop(state))
     if ev.error is not None:
