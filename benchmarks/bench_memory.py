@@ -14,23 +14,9 @@ import shutil
 import tempfile
 import time
 import tracemalloc
-from typing import Annotated
 
-from fxtr import Array, ArrayHandle, StepContext, WorkflowContext, launch, step, workflow
-
-
-@step(name="bench.add")
-async def add(context: StepContext, a: int, b: int) -> int:
-    return a + b
-
-
-@workflow(name="bench.grid")
-async def grid(
-    context: WorkflowContext,
-    xs: Annotated[ArrayHandle[int], "[x: int]"],
-    ys: Annotated[ArrayHandle[int], "[y: int]"],
-) -> Annotated[ArrayHandle[int], "[x: int, y: int]"]:
-    return context.run_step("add", add, {"a": xs, "b": ys}, map_over=["x", "y"])
+from benchmarks.bench_engine import grid
+from fxtr import Array, launch
 
 
 def main() -> None:

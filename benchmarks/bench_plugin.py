@@ -14,30 +14,36 @@ from pathlib import Path
 
 CASES = 1000
 
-EVAL = textwrap.dedent(
-    f"""
-    from typing import Annotated
 
-    import pytest
+def eval_source(cases: int) -> str:
+    """The eval module: a trivial step over ``cases`` parametrized cases."""
+    return textwrap.dedent(
+        f"""
+        from typing import Annotated
 
-    from fxtr import ArrayHandle, StepContext, WorkflowContext, step, workflow
+        import pytest
 
-    @step(name="bench.double")
-    async def double(context: StepContext, x: int) -> int:
-        return 2 * x
+        from fxtr import ArrayHandle, StepContext, WorkflowContext, step, workflow
 
-    @workflow(name="bench.eval")
-    async def evaluate(
-        context: WorkflowContext, x: Annotated[ArrayHandle[int], "[case: str]"]
-    ) -> Annotated[ArrayHandle[int], "[case: str]"]:
-        return context.run_step("double", double, {{"x": x}}, map_over=["case"])
+        @step(name="bench.double")
+        async def double(context: StepContext, x: int) -> int:
+            return 2 * x
 
-    @pytest.mark.fxtr(evaluate)
-    @pytest.mark.parametrize("x", list(range({CASES})))
-    def test_double(x, result):
-        assert result == 2 * x
+        @workflow(name="bench.eval")
+        async def evaluate(
+            context: WorkflowContext, x: Annotated[ArrayHandle[int], "[case: str]"]
+        ) -> Annotated[ArrayHandle[int], "[case: str]"]:
+            return context.run_step("double", double, {{"x": x}}, map_over=["case"])
+
+        @pytest.mark.fxtr(evaluate)
+        @pytest.mark.parametrize("x", list(range({cases})))
+        def test_double(x, result):
+            assert result == 2 * x
     """
-)
+    )
+
+
+EVAL = eval_source(CASES)
 
 PLAIN = textwrap.dedent(
     f"""

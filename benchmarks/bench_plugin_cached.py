@@ -3,7 +3,7 @@ parametrized items with a trivial fixture (issue 14): wall time ratio (target â‰
 memory (max RSS) difference (target â‰¤ +60 MB). Each run is a fresh process; the runs
 alternate, and the best of ``ROUNDS`` of each is compared.
 
-Run: .venv/bin/python benchmarks/bench_plugin_cached.py [CASES]
+Run: .venv/bin/python -m benchmarks.bench_plugin_cached [CASES]
 """
 
 from __future__ import annotations
@@ -16,33 +16,12 @@ import textwrap
 import time
 from pathlib import Path
 
+from benchmarks.bench_plugin import eval_source
+
 CASES = int(sys.argv[1]) if len(sys.argv) > 1 else 10_000
 ROUNDS = 3
 
-EVAL = textwrap.dedent(
-    f"""
-    from typing import Annotated
-
-    import pytest
-
-    from fxtr import ArrayHandle, StepContext, WorkflowContext, step, workflow
-
-    @step(name="bench.double")
-    async def double(context: StepContext, x: int) -> int:
-        return 2 * x
-
-    @workflow(name="bench.eval")
-    async def evaluate(
-        context: WorkflowContext, x: Annotated[ArrayHandle[int], "[case: str]"]
-    ) -> Annotated[ArrayHandle[int], "[case: str]"]:
-        return context.run_step("double", double, {{"x": x}}, map_over=["case"])
-
-    @pytest.mark.fxtr(evaluate)
-    @pytest.mark.parametrize("x", list(range({CASES})))
-    def test_double(x, result):
-        assert result == 2 * x
-    """
-)
+EVAL = eval_source(CASES)
 
 PLAIN = textwrap.dedent(
     f"""
@@ -70,11 +49,26 @@ RSS = textwrap.dedent(
 
 def run(folder: Path, *args: str) -> tuple[float, float]:
     """Wall seconds and max RSS (MB) of one pytest process."""
-    cmd = [sys.executable, "-c", RSS, sys.executable, "-m", "pytest", "-q", "-p",
-           "no:cacheprovider", *args]
+    cmd = [
+        sys.executable,
+        "-c",
+        RSS,
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        *args,
+    ]
     start = time.perf_counter()
-    proc = subprocess.run(cmd, cwd=folder, capture_output=True, text=True,
-                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+    proc = subprocess.run(
+        cmd,
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
     elapsed = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(proc.stdout[-3000:] + proc.stderr[-3000:])
@@ -97,8 +91,10 @@ def main() -> None:
     print(f"{CASES}-item eval, fully cached, vs plain pytest with a trivial fixture")
     print(f"  cold fxtr run (fills the cache): {cold:.2f} s")
     print(f"  cached fxtr: {fx_t:.2f} s, {fx_m:.0f} MB; plain: {plain_t:.2f} s, {plain_m:.0f} MB")
-    print(f"  time ratio {fx_t / plain_t:.2f} (target <= 1.25); memory +{fx_m - plain_m:.0f} MB "
-          "(target <= 60)")
+    print(
+        f"  time ratio {fx_t / plain_t:.2f} (target <= 1.25); memory +{fx_m - plain_m:.0f} MB "
+        "(target <= 60)"
+    )
 
 
 if __name__ == "__main__":
