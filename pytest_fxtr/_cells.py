@@ -166,25 +166,19 @@ def _field(params: dict[str, Any], names: tuple[str, ...], field: str) -> tuple[
     return False, None
 
 
-def item_properties(
-    ev: Eval,
-    item: pytest.Item,
-    failure: str | None,
-    fail_under: float | None,
-) -> list[tuple[str, str]]:
-    """What the controller needs to gate and summarize, as report properties.
+def item_payload(ev: Eval, fail_under: float | None) -> dict[str, Any] | None:
+    """What the controller needs to gate and summarize an eval, once per eval and process.
 
-    Every item says which eval it belongs to; the first item of an eval in each process
-    also carries the eval's cells (the controller keeps one copy per eval).
+    The first item of an eval in each process carries the eval's job id and cells (the
+    controller keeps one copy per eval); later items carry nothing, so a 10,000-item eval
+    builds and parses no per-item payload.
     """
-    payload: dict[str, Any] = {
+    if ev.reported:
+        return None
+    ev.reported = True
+    return {
         "eval": ev.nodeid,
         "job_id": ev.job_id,
-        "keys": item_keys(ev, item),
-        "missing": failure is not None,
         "at": time.time(),
+        "evaluation": evaluation_payload(ev, fail_under),
     }
-    if not ev.reported:
-        ev.reported = True
-        payload["evaluation"] = evaluation_payload(ev, fail_under)
-    return [("fxtr", json.dumps(payload, default=str))]

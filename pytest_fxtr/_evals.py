@@ -41,6 +41,16 @@ class Eval:
     reported: bool = False
     """Whether this process already attached the eval's cells to an item report."""
 
+    def release(self) -> None:
+        """Let go of the job's results once every item has its slice (the session ends).
+
+        The summary reads the job back from the store, so a large eval does not hold two
+        copies of its invocations at the end of the run.
+        """
+        if self.job is not None:
+            self.job_id = self.job.job_id
+        self.job = self.index = None
+
     @property
     def root(self) -> str:
         """The root of every address of the eval's job: ``evals.test_qa::test_qa``."""

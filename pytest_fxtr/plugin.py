@@ -174,31 +174,48 @@ def _progress(config: pytest.Config, state: State, ev: Any) -> Any:
     return on_invocation
 
 
+_current: list[pytest.Item | None] = [None]
+"""The item being set up (pytest runs one at a time): the ``result`` fixture reads it, so the
+fixture needs no ``request`` (pytest builds a fixture definition per ``request`` asked for)."""
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Run the item's eval job (once per run) and take this item's slice of its output."""
+    _current[0] = item
     state = item.config.stash[STATE]
     ev = state.evals.get(item.nodeid.split("[", 1)[0])
     if ev is None:
         return
-    from pytest_fxtr._cells import item_properties
     from pytest_fxtr._evals import run_job, slice_for
 
-    run_job(ev, state.settings, state.run_id, _progress(item.config, state, ev), _loop(state))
+    if ev.job is None and ev.error is None:
+        run_job(ev, state.settings, state.run_id, _progress(item.config, state, ev), _loop(state))
     if ev.error is not None:
         item.stash[_FAILURE] = (
             f"the fxtr job of {ev.nodeid} could not run: {type(ev.error).__name__}: {ev.error}"
         )
         item.stash[_RESULT] = None
-        item.user_properties.extend(
-            item_properties(ev, item, "job error", state.settings.fail_under)
-        )
+    else:
+        value, _cells, failure = slice_for(ev, item)
+        item.stash[_RESULT] = value
+        if failure is not None:
+            item.stash[_FAILURE] = failure
+    if not ev.reported:
+        _report(item, state, ev)
+
+
+def _report(item: pytest.Item, state: State, ev: Any) -> None:
+    """Hand the eval's payload to the controller: directly, or as a report property (xdist)."""
+    from pytest_fxtr._cells import item_payload
+
+    payload = item_payload(ev, state.settings.fail_under)
+    if payload is None:
         return
-    value, _cells, failure = slice_for(ev, item)
-    item.stash[_RESULT] = value
-    if failure is not None:
-        item.stash[_FAILURE] = failure
-    item.user_properties.extend(item_properties(ev, item, failure, state.settings.fail_under))
+    if state.worker:
+        item.user_properties.append(("fxtr", json.dumps(payload, default=str)))
+    else:
+        state.payloads.append(payload)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -221,25 +238,27 @@ def pytest_make_parametrize_id(config: pytest.Config, val: object, argname: str)
 
 
 @pytest.fixture
-def result(request: pytest.FixtureRequest) -> Any:
+def result() -> Any:
     """This item's slice of its eval job's output (a value, or an Array over the rest dims)."""
-    if _RESULT not in request.node.stash:
+    item = _current[0]
+    if item is None or _RESULT not in item.stash:
+        nodeid = "this test" if item is None else item.nodeid
         msg = (
-            f"{request.node.nodeid} uses the `result` fixture but is not an fxtr eval: mark it "
+            f"{nodeid} uses the `result` fixture but is not an fxtr eval: mark it "
             "@pytest.mark.fxtr(workflow, ...) and parametrize it."
         )
         raise pytest.UsageError(msg)
-    return request.node.stash[_RESULT]
+    return item.stash[_RESULT]
 
 
 class _Reports:
-    """Collects item payloads from reports (on the controller under xdist)."""
+    """Collects eval payloads from reports (on the controller under xdist)."""
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        if report.when != "teardown":
+        if report.when != "teardown" or not report.user_properties:
             return
         state = self.config.stash[STATE]
         for name, value in report.user_properties:
@@ -256,6 +275,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state.loop is not None:
         state.loop.close()
         state.loop = None
+    for ev in state.evals.values():
+        ev.release()
     if state.worker or not state.payloads:
         return
     from fxtr.store import open_store

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 import fxtr
@@ -81,6 +81,7 @@ def built_addresses(draw: st.DrawFn) -> tuple[str, list[tuple[str, dict[str, str
 
 
 @given(built_addresses())
+@example(("combine(/0", [("combine(", {}), ("0", {})]))  # a root that looks like a synthetic label
 def test_addresses_built_from_any_keys_round_trip(built: tuple[str, list[tuple[str, dict[str, str]]]]) -> None:
     address, parts = built
     segments = address_segments(address)

@@ -134,18 +134,22 @@ def source_op(label: str, known: Collection[str] | None = None) -> str | None:
     operation name may hold a dot itself: given the ``known`` operation addresses, the
     longest one the label starts with wins; without them the name ends at the first dot.
     """
-    if label.startswith(("input:", "value:", "combine(", "stack[")):
-        return None
     segments = address_segments(label)
     if len(segments) < 2:
         return None
     head, last = "/".join(segments[:-1]), segments[-1]
-    if known is not None:
+    if known is not None:  # a known operation wins, even one whose root looks synthetic
         cuts = [i for i, ch in enumerate(last) if ch == "."] + [len(last)]
         for cut in reversed(cuts):
             if f"{head}/{last[:cut]}" in known:
                 return f"{head}/{last[:cut]}"
+    if label.startswith(_SYNTHETIC):  # an input, a constant, a combine or a stack
+        return None
     return f"{head}/{last.split('.', 1)[0]}"
+
+
+_SYNTHETIC = ("input:", "value:", "combine(", "stack[")
+"""How the labels of handles that no operation made begin (see ``WorkflowContext``)."""
 
 
 def job_graph(result: JobResult) -> TaskGraph:
