@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -217,21 +217,32 @@ def test_two_processes_reaching_one_address_run_it_once(tmp_path):
     assert len(runs.read_text().splitlines()) == 1
 
 
-def test_claim_of_a_dead_holder_is_taken_over(tmp_path):
-    """A claim left by a process that is gone does not block the next run."""
-    store = open_store(tmp_path / "s")
+def _put_claim(store, address, holder, host, pid, lease):
+    """A claim row as another process would have left it (lease in seconds from now)."""
+    import time
+
+    with sqlite3.connect(store.path / "cache" / "cache.db") as db:
+        db.execute(
+            "INSERT INTO FxtrClaims (address, holder, host, pid, expires) VALUES (?, ?, ?, ?, ?)",
+            (address, holder, host, pid, time.time() + lease),
+        )
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended."""
     dead = subprocess.run(
         [sys.executable, "-c", "import os; print(os.getpid())"],
         capture_output=True,
         text=True,
         check=True,
     )
-    pid = int(dead.stdout)
-    store.cache.set(
-        "c|t.drift/s",
-        json.dumps({"holder": "gone", "host": __import__("socket").gethostname(), "pid": pid}),
-        expire=300,
-    )
+    return int(dead.stdout)
+
+
+def test_claim_of_a_dead_holder_is_taken_over(tmp_path):
+    """A claim left by a process that is gone does not block the next run."""
+    store = open_store(tmp_path / "s")
+    _put_claim(store, "t.drift/s", "gone", __import__("socket").gethostname(), _dead_pid(), 300)
     result = run(_drift_workflow(drifting_v1), {"x": 1}, store=store)
     assert result.status == "succeeded"
 
@@ -239,14 +250,31 @@ def test_claim_of_a_dead_holder_is_taken_over(tmp_path):
 def test_expired_lease_is_taken_over(tmp_path):
     """A claim whose lease expired is free."""
     store = open_store(tmp_path / "s")
-    store.cache.set(
-        "c|a", json.dumps({"holder": "other", "host": "elsewhere", "pid": 1}), expire=0.01
-    )
-    import time
-
-    time.sleep(0.05)
+    _put_claim(store, "a", "other", "elsewhere", 1, -1)
     assert store.claim(["a"], "me", 10) == {"a": None}
     assert store.claim(["a"], "third", 10) == {"a": "me"}
+
+
+def test_claims_of_a_batch_are_won_lost_and_taken_over_apart(tmp_path):
+    """One claim call over many addresses: free ones won, live ones of others lost, a dead
+    holder's and an expired lease taken over, this holder's own kept; release frees them."""
+    import socket
+
+    store = open_store(tmp_path / "s")
+    _put_claim(store, "live", "other", "elsewhere", 1, 300)
+    _put_claim(store, "dead", "gone", socket.gethostname(), _dead_pid(), 300)
+    _put_claim(store, "expired", "other", "elsewhere", 1, -1)
+    assert store.claim(["mine"], "me", 10) == {"mine": None}
+    addresses = [f"free{i}" for i in range(1200)] + ["live", "dead", "expired", "mine"]
+    got = store.claim(addresses, "me", 10)
+    assert got == {**dict.fromkeys(addresses), "live": "other"}
+    assert store.claim(["dead", "expired", "free7"], "third", 10) == dict.fromkeys(
+        ["dead", "expired", "free7"], "me"
+    )
+    assert store.volume()["claims"] == 1204  # 1,203 of "me" and "live"
+    store.release([a for a in addresses if a != "live"])
+    assert store.volume()["claims"] == 1  # "live" is the other holder's
+    assert store.claim(["free7"], "third", 10) == {"free7": None}
 
 
 def test_store_is_created_where_asked(tmp_path):

@@ -505,6 +505,8 @@ def test_map_over_a_single_name_given_as_a_str_is_that_dimension():
 async def blocks_the_loop(context: StepContext, how: str) -> str:
     if how == "time.sleep":
         time.sleep(1.6)  # the mistake the watchdog names
+    elif how.startswith("short"):
+        time.sleep(0.03)  # short, but 60 of them back to back would hold the loop for 1.8 s
     else:
         await asyncio.sleep(1.6)  # waiting politely: not named
     return how
@@ -537,3 +539,40 @@ def test_a_step_that_blocks_the_event_loop_is_named_while_it_blocks(caplog):
     assert "asyncio.to_thread" in message
     seconds = float(message.split("for ")[1].split(" s")[0])
     assert 1.0 <= seconds < 1.6
+
+
+def test_short_steps_run_back_to_back_let_the_loop_beat_and_are_not_named(
+    caplog, monkeypatch, tmp_path
+):
+    """Workers of steps that never suspend yield to the loop (its other tasks keep running),
+    and when the loop is held by many short steps, none of them is named as the blocker."""
+    from fxtr.experiment import _resolution
+
+    shorts = {f"{k}": f"short{k}" for k in range(60)}
+    inputs = {"how": Array.from_mapping(shorts, dims=["how"], value_type=str)}
+    caplog.set_level(logging.WARNING, logger="fxtr")
+
+    async def with_ticker(store: str) -> tuple[Any, float]:
+        gaps, last = [0.0], time.monotonic()
+
+        async def tick() -> None:
+            nonlocal last
+            while True:
+                await asyncio.sleep(0.01)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        ticker = asyncio.create_task(tick())
+        result = await launch(blocking_wf, inputs, store=store, concurrency=1)
+        ticker.cancel()
+        return result, max(gaps)
+
+    result, longest = asyncio.run(with_ticker(str(tmp_path / "a")))
+    assert result.status == "succeeded"
+    assert longest < 0.9, f"the loop went {longest:.2f} s without a turn"
+
+    monkeypatch.setattr(_resolution, "YIELD_AFTER", 3600.0)  # the loop is held for 1.8 s
+    result, longest = asyncio.run(with_ticker(str(tmp_path / "b")))
+    assert result.status == "succeeded" and longest > 1.0
+    assert not [r for r in caplog.records if "blocked the event loop" in r.getMessage()]

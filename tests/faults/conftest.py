@@ -82,6 +82,13 @@ def cache_keys(store: Path, prefix: str) -> list[str]:
     return sorted(k for (k,) in rows if isinstance(k, str) and k.startswith(prefix))
 
 
+def claim_rows(store: Path) -> list[str]:
+    """Addresses claimed in the store's ``FxtrClaims`` table (none once a job has ended)."""
+    with sqlite3.connect(store / "cache" / "cache.db") as db:
+        rows = db.execute("SELECT address FROM FxtrClaims").fetchall()
+    return sorted(a for (a,) in rows)
+
+
 def all_bytes(folder: Path) -> bytes:
     """Every byte of every file under ``folder`` (SQLite, its WAL, value files)."""
     return b"".join(p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file())

@@ -7,7 +7,17 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
-from tests.faults.conftest import KEYS50, PYTHON, ROOT, by_address, cache_keys, env, fxtr_cli, job
+from tests.faults.conftest import (
+    KEYS50,
+    PYTHON,
+    ROOT,
+    by_address,
+    cache_keys,
+    claim_rows,
+    env,
+    fxtr_cli,
+    job,
+)
 
 
 def test_one_unstorable_result_fails_only_its_invocation(store: Path) -> None:
@@ -20,7 +30,7 @@ def test_one_unstorable_result_fails_only_its_invocation(store: Path) -> None:
     assert "faults.work" in bad["error"] and "k07" in bad["error"], bad["error"]
     others = [inv for a, inv in invs.items() if a != "faults.batch/work[case=k07]"]
     assert [inv["status"] for inv in others] == ["succeeded"] * 49
-    assert cache_keys(store, "c|") == [], "claims left behind"
+    assert claim_rows(store) == [], "claims left behind"
     assert len(cache_keys(store, "e|")) == 49
     second = job({"store": str(store), "keys": KEYS50, "payload": "surrogate@k07"})
     cached = [inv["from_cache"] for a, inv in by_address(second).items() if "k07" not in a]

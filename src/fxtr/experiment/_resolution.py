@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 import typing
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
@@ -21,6 +22,9 @@ from fxtr.experiment._invocation import invoke
 from fxtr.experiment._records import Invocation
 from fxtr.experiment._replay import replayed
 from fxtr.store import CacheEntry
+
+YIELD_AFTER = 0.05
+"""Seconds a worker runs invocations back to back before it lets the loop have a turn."""
 
 if TYPE_CHECKING:
     from fxtr.experiment._binding import Binding, Plan
@@ -149,8 +153,14 @@ async def _claim_and_run(
         mine.append((i, replaced))
 
     async def worker(queue: Iterator[tuple[int, str | None]]) -> None:
+        turn = time.monotonic()
         for i, replaced in queue:
             out[i] = await invoke(run, step, plans[i], bindings, replaced)
+            if time.monotonic() - turn >= YIELD_AFTER:
+                # steps that never suspend would keep the loop to themselves: let it beat,
+                # flush the batch and renew the claims
+                await asyncio.sleep(0)
+                turn = time.monotonic()
 
     # a bounded pool of workers, not one task per invocation: a 100,000-invocation
     # operation costs the memory of ``concurrency`` tasks, not of 100,000

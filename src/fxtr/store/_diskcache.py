@@ -1,15 +1,15 @@
 """The embedded store on diskcache: safe for several processes, one SQLite transaction a batch.
 
 One diskcache ``Cache`` in ``cache/`` holds everything a batch writes together; the job
-records live in a table of their own in the same SQLite database (``FxtrJobs``: job id,
-record; ``DiskStore.jobs``), so listing jobs reads job records only, however many results
-the cache holds, and opening the store opens one database. Keys of the cache (all ``str``,
+records and the claims live in tables of their own in the same SQLite database
+(``FxtrJobs``, ``FxtrClaims``: see ``_tables``), so listing jobs reads job records only,
+however many results the cache holds, claims are taken a batch at a time, and opening the
+store opens one database. Keys of the cache (all ``str``,
 values JSON text):
 
 - ``e|ADDRESS``: the step-cache entry at an address (fingerprint, step, version, source hash,
   input fingerprints, result).
 - ``h|ADDRESS``: entries an overwrite or a version bump replaced, oldest first.
-- ``c|ADDRESS``: a claim on an address (holder, host, pid), with a lease as diskcache expiry.
 - ``n|ID``: a stored entity's canonical text.
 - ``i|JOB|SEQ``: a chunk of its invocation records, appended in
   completion order (a later record of an address replaces an earlier one);
@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sqlite3
 import time
 from collections.abc import Iterable, Iterator
@@ -35,13 +34,11 @@ from typing import Any
 import diskcache
 
 from fxtr.store._base import Batch, CacheEntry, StoreError, keeps, parse_job
-from fxtr.store._base import pid_alive as _pid_alive
+from fxtr.store._tables import ClaimTable, JobTable
 
-_HOST = socket.gethostname()
 _KINDS = {
     "e": "cache entries",
     "h": "histories",
-    "c": "claims",
     "n": "entities",
     "v": "input values",
     "tc": "tracing tasks",
@@ -53,54 +50,11 @@ def _open_cache(directory: Path) -> diskcache.Cache:
         str(directory),
         timeout=60,
         eviction_policy="none",  # results are never evicted behind a user's back
+        cull_limit=0,  # nothing expires (claims live in FxtrClaims): no culling query per write
         size_limit=2**62,
         statistics=False,
         tag_index=False,
     )
-
-
-class JobTable:
-    """Job records in their own table of the cache's SQLite database: id -> JSON text.
-
-    It shares the cache's connection, so ``cache.transact()`` covers it too.
-    """
-
-    def __init__(self, cache: diskcache.Cache) -> None:
-        self._cache = cache
-        self._sql("CREATE TABLE IF NOT EXISTS FxtrJobs (job_id TEXT PRIMARY KEY, record TEXT)")
-
-    def _sql(self, statement: str, params: tuple[Any, ...] = ()) -> Any:
-        # diskcache keeps one connection per thread (the viewer serves from threads)
-        return self._cache._sql(statement, params)
-
-    def set(self, job_id: str, text: str) -> None:
-        """Write a record."""
-        self._sql(
-            "INSERT INTO FxtrJobs (job_id, record) VALUES (?, ?) "
-            "ON CONFLICT (job_id) DO UPDATE SET record = excluded.record",
-            (job_id, text),
-        )
-
-    def get(self, job_id: str) -> str | None:
-        """A record's text, if any."""
-        row = self._sql("SELECT record FROM FxtrJobs WHERE job_id = ?", (job_id,)).fetchone()
-        return None if row is None else row[0]  # type: ignore[no-any-return]
-
-    def __contains__(self, job_id: object) -> bool:
-        return self.get(str(job_id)) is not None
-
-    def __len__(self) -> int:
-        (count,) = self._sql("SELECT COUNT(*) FROM FxtrJobs").fetchone()
-        return int(count)
-
-    def items(self) -> list[tuple[str, Any]]:
-        """Every (job id, record text), in the order they were first written."""
-        return list(self._sql("SELECT job_id, record FROM FxtrJobs ORDER BY rowid").fetchall())
-
-    def iterkeys(self) -> Iterator[str]:
-        """Every job id."""
-        for job_id, _ in self.items():
-            yield job_id
 
 
 class DiskStore:
@@ -111,6 +65,7 @@ class DiskStore:
         try:
             self.cache = _open_cache(self.path / "cache")
             self.jobs = JobTable(self.cache)
+            self.claims = ClaimTable(self.cache)
         except sqlite3.DatabaseError as exc:  # a garbled cache.db: one clear error
             msg = (
                 f"{self.path / 'cache' / 'cache.db'} is not a readable fxtr store ({exc}). "
@@ -257,7 +212,7 @@ class DiskStore:
     # claims ---------------------------------------------------------------------------
 
     def claim(self, addresses: list[str], holder: str, lease: float) -> dict[str, str | None]:
-        """Claim addresses for ``holder``, in one transaction.
+        """Claim addresses for ``holder``, in one transaction (``ClaimTable.claim``).
 
         A claim whose lease expired, or whose holder process on this host is gone, is taken
         over.
@@ -265,41 +220,18 @@ class DiskStore:
         Returns:
             Per address, ``None`` when this holder has it, or the other holder's name.
         """
-        value = json.dumps({"holder": holder, "host": _HOST, "pid": os.getpid()})
-        out: dict[str, str | None] = {}
-        cache = self.cache
-        with cache.transact():
-            for address in addresses:
-                key = "c|" + address
-                if cache.add(key, value, expire=lease):
-                    out[address] = None
-                    continue
-                current = cache.get(key)
-                if current is None:  # expired between add and get
-                    cache.set(key, value, expire=lease)
-                    out[address] = None
-                    continue
-                info = json.loads(current)
-                if info["holder"] == holder or (
-                    info["host"] == _HOST and not _pid_alive(info["pid"])
-                ):
-                    cache.set(key, value, expire=lease)
-                    out[address] = None
-                else:
-                    out[address] = info["holder"]
-        return out
+        with self.cache.transact():
+            return self.claims.claim(addresses, holder, lease)
 
     def renew(self, addresses: Iterable[str], lease: float) -> None:
         """Extend the leases of claims this process holds."""
         with self.cache.transact():
-            for address in addresses:
-                self.cache.touch("c|" + address, expire=lease)
+            self.claims.renew(addresses, lease)
 
     def release(self, addresses: Iterable[str]) -> None:
         """Give up claims."""
         with self.cache.transact():
-            for address in addresses:
-                self.cache.delete("c|" + address)
+            self.claims.release(addresses)
 
     # entities -------------------------------------------------------------------------
 
@@ -400,6 +332,7 @@ class DiskStore:
     def volume(self) -> dict[str, Any]:
         """Entry counts by kind and the size on disk (counted on the key index)."""
         counts = {name: self._count(prefix + "|") for prefix, name in _KINDS.items()}
+        counts["claims"] = self.claims.live()
         counts["jobs"] = len(self.jobs)
         return {"path": str(self.path), "bytes": self.cache.volume(), **counts}
 
@@ -461,8 +394,8 @@ class DiskStore:
             for job_id, records in batch.invocations.items():
                 seq = cache.incr("s|" + job_id) - 1
                 cache.set(f"i|{job_id}|{seq}", json.dumps(records))
-            for address in batch.released:
-                cache.delete("c|" + address)
+            if batch.released:
+                self.claims.release(batch.released)
 
     def wait_hint(self) -> float:
         """Seconds to wait before polling a claim held elsewhere again."""
