@@ -676,6 +676,88 @@ def test_with_raw_response_streamed(api):
     _check_node(node, EXPECTED_STREAM[api])
 
 
+@pytest.mark.parametrize("api", APIS)
+def test_with_streaming_response_read_raw_is_recorded_with_its_usage(api):
+    """.with_streaming_response read line by line (never parsed), plain and streamed: the
+    lines are the SDK's own, and each call is recorded with its usage when its block ends."""
+    factory, kwargs = _calls(api)
+    extra = {"stream_options": {"include_usage": True}} if api == "chat" else {}
+
+    def lines(**more: Any) -> list[str]:
+        with _create(factory(), api).with_streaming_response.create(**kwargs, **more) as r:
+            return list(r.iter_lines())
+
+    plain, plain_streamed = lines(), lines(stream=True, **extra)
+    tracing = _task_client()
+    with tracing.task("t") as t:
+        got, got_streamed = lines(), lines(stream=True, **extra)
+    assert (got, got_streamed) == (plain, plain_streamed)
+    whole, streamed = t.graph.find(kind="model_call")
+    _check_node(whole, EXPECTED[api])
+    _check_node(streamed, EXPECTED_STREAM[api])
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_async_with_streaming_response_read_raw(api):
+    """The async .with_streaming_response, read with aiter_lines(): recorded the same way."""
+    factory, kwargs = _calls(api)
+    extra = {"stream_options": {"include_usage": True}} if api == "chat" else {}
+
+    async def main() -> Any:
+        tracing = _task_client()
+        with tracing.task("t") as t:
+            create = _create(factory(is_async=True), api).with_streaming_response.create
+            async with create(stream=True, **kwargs, **extra) as r:
+                got = [line async for line in r.iter_lines()]
+        return got, t
+
+    got, t = asyncio.run(main())
+    assert any("data:" in line for line in got)
+    (node,) = t.graph.find(kind="model_call")
+    _check_node(node, EXPECTED_STREAM[api])
+
+
+@needs_openai
+def test_with_streaming_response_closed_unread_is_cancelled():
+    """A .with_streaming_response block left before its body is read: cancelled, saying so."""
+    tracing = _task_client()
+    with tracing.task("t") as t:
+        with openai_client().chat.completions.with_streaming_response.create(
+            model="gpt-4o-mini", messages=USER, stream=True
+        ) as r:
+            assert r.http_response.status_code == 200
+    (node,) = t.graph.find(kind="model_call")
+    assert node.status == "cancelled" and "closed before its body" in node.attrs["note"]
+
+
+KEPT: list[Any] = []
+
+
+@step(name="cap.leaves_open")
+async def leaves_a_stream_open(context: StepContext, x: int) -> int:
+    stream = openai_client().chat.completions.create(model="gpt-4o-mini", messages=USER, stream=True)
+    KEPT.append(stream)  # alive after the step: garbage collection cannot record it
+    next(iter(stream))
+    return x
+
+
+@workflow(name="cap.open_wf")
+async def open_wf(context: WorkflowContext, x: ScalarHandle[int]) -> ScalarHandle[int]:
+    return context.run_step("s", leaves_a_stream_open, {"x": x})
+
+
+@needs_openai
+def test_a_stream_a_step_leaves_open_is_recorded_when_the_step_ends(tmp_path):
+    """A stream the step neither reads to its end nor closes, and keeps alive: its call is on
+    the invocation (cancelled, with what was read), not lost with the record already written."""
+    result = run(open_wf, {"x": 1}, store=tmp_path / "s")
+    (inv,) = result.invocations
+    assert inv.calls == 1, inv.model_calls
+    (call,) = inv.model_calls
+    assert call["status"] == "cancelled" and "step ended" in call["note"]
+    KEPT.clear()
+
+
 # failures -------------------------------------------------------------------------------
 
 

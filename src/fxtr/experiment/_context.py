@@ -12,7 +12,7 @@ from fxtr.experiment._entity import BoundID, Entity
 from fxtr.experiment._graph import Node, Value, format_key
 from fxtr.experiment._handle import ArrayHandle, make_handle
 from fxtr.experiment._types import Dim
-from fxtr.tracing._recorder import current_invocation
+from fxtr.tracing._recorder import current_invocation, end_of_invocation
 
 if TYPE_CHECKING:
     from fxtr.experiment._definition import StepDefinition, WorkflowDefinition
@@ -310,5 +310,6 @@ class StepContext(_Entities):
         try:
             return await body
         finally:
+            end_of_invocation(self._invocation)  # calls left open are recorded, not lost
             hermetic.watching.reset(watch)
             current_invocation.reset(token)

@@ -31,12 +31,11 @@ import concurrent.futures
 import functools
 import importlib.abc
 import importlib.util
-import inspect
 import os
 import sys
 import threading
 import weakref
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -47,8 +46,11 @@ from fxtr.tracing._recorder import (
     call_role,
     current_frame,
     current_invocation,
+    hold_open,
+    let_go,
 )
-from fxtr.tracing._sdk_calls import Reply, api_of, request_messages
+from fxtr.tracing._sdk_calls import BodyReader, Reply, api_of, request_messages
+from fxtr.tracing._sdk_wrappers import _aobserved, _observed, _read_raw_body, _wrapped_parse
 
 SDKS = ("openai", "anthropic")
 _installed = False
@@ -215,7 +217,17 @@ def _async_request(original: Callable[..., Any], sdk: _SDK) -> Callable[..., Any
 class _Call:
     """One SDK call in flight: its record, the API it speaks, and what came back so far."""
 
-    __slots__ = ("api", "api_url", "model", "record", "reply", "sdk", "streamed", "watch")
+    __slots__ = (
+        "api",
+        "api_url",
+        "model",
+        "reader",
+        "record",
+        "reply",
+        "sdk",
+        "streamed",
+        "watch",
+    )
 
     def __init__(
         self, sdk: _SDK, api: str, model: str, api_url: str, record: CallRecord, streamed: bool
@@ -227,6 +239,8 @@ class _Call:
         self.api_url = api_url
         self.record = record
         self.reply = Reply()
+        self.reader: BodyReader | None = None
+        """What the caller reads of a raw response's body, when it reads it raw."""
         self.watch: weakref.ref[Any] | None = None
         """A weak reference to the stream or raw response, to record it if it is dropped."""
 
@@ -280,13 +294,18 @@ class _Call:
             self.finish()
         return result
 
-    def finish(self, *, closed_early: bool = False) -> None:
-        """Record the call with what was read (once)."""
+    def finish(
+        self, *, closed_early: bool = False, why: str = "stream closed before its end"
+    ) -> None:
+        """Record the call with what was read (once); ``why`` says why it was cut short."""
         record = self.record
         if record.done:
             return
         if self.watch is not None:
             _watched.discard(self.watch)
+            let_go(record)
+        if self.reader is not None:
+            self.reader.end()
         reply = self.reply
         usage: dict[str, Any] = {
             "input_tokens": reply.input_tokens,
@@ -307,7 +326,7 @@ class _Call:
                 error, reply=reply.text, reason="refusal", category=declined, **usage, **extra
             )
         elif closed_early and not reply.finished:
-            record.cancel(reply=reply.text, **usage, note="stream closed before its end")
+            record.cancel(reply=reply.text, **usage, note=why)
         else:
             record.succeed(reply=reply.text, **usage, **extra)
 
@@ -338,9 +357,16 @@ class _Call:
         self._watch(stream)
 
     def _watch(self, obj: Any) -> None:
-        """Record the call as cut short if ``obj`` is garbage-collected before its end."""
+        """Record the call as cut short if ``obj`` goes before the call's end.
+
+        That is, when ``obj`` is garbage-collected, or when the step the call is made in ends.
+        """
         self.watch = weakref.ref(obj, self._dropped)
         _watched.add(self.watch)
+        hold_open(self.record, self._step_ended)
+
+    def _step_ended(self) -> None:
+        self.finish(closed_early=True, why="the step ended before the stream was read to its end")
 
     def _dropped(self, ref: weakref.ref[Any]) -> None:
         _watched.discard(ref)
@@ -351,8 +377,11 @@ class _Call:
     def _raw(self, response: Any) -> None:
         http = response.http_response
         if self.streamed or not hasattr(http, "_content"):
-            # an event stream, or a body not read yet: read what parse() makes of it
+            # an event stream, or a body not read yet: read what parse() makes of it, or
+            # the bytes the caller reads raw (iter_lines, iter_bytes) until it closes it
             response.parse = _wrapped_parse(response.parse, self)
+            self.reader = BodyReader(self.reply, self.api, self.streamed)
+            _read_raw_body(http, self)
             self._watch(response)
             return
         self.reply.read_json(self.api, http.content)
@@ -391,66 +420,6 @@ class ModelDeclined(Exception):
 
     Recorded on the call's node only; the SDK's result reaches the caller unchanged.
     """
-
-
-def _observed(inner: Iterator[Any], call: _Call) -> Iterator[Any]:
-    reply, api = call.reply, call.api
-    try:
-        for event in inner:
-            reply.event(api, event)
-            yield event
-    except GeneratorExit:
-        close = getattr(inner, "close", None)
-        if close is not None:
-            close()
-        call.finish(closed_early=True)
-        raise
-    except BaseException as exc:
-        call.raised(exc)
-        raise
-    call.finish()
-
-
-async def _aobserved(inner: AsyncIterator[Any], call: _Call) -> AsyncIterator[Any]:
-    reply, api = call.reply, call.api
-    try:
-        async for event in inner:
-            reply.event(api, event)
-            yield event
-    except GeneratorExit:
-        aclose = getattr(inner, "aclose", None)
-        if aclose is not None:
-            await aclose()
-        call.finish(closed_early=True)
-        raise
-    except BaseException as exc:
-        call.raised(exc)
-        raise
-    call.finish()
-
-
-def _wrapped_parse(parse: Callable[..., Any], call: _Call) -> Callable[..., Any]:
-    @functools.wraps(parse)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            result = parse(*args, **kwargs)
-        except BaseException as exc:
-            call.raised(exc)
-            raise
-        if inspect.isawaitable(result):
-            return _aparsed(result, call)
-        return call.parsed(result)
-
-    return wrapper
-
-
-async def _aparsed(awaitable: Any, call: _Call) -> Any:
-    try:
-        result = await awaitable
-    except BaseException as exc:
-        call.raised(exc)
-        raise
-    return call.parsed(result)
 
 
 _urls: dict[int, tuple[Any, str]] = {}

@@ -18,7 +18,7 @@ import contextlib
 import contextvars
 import threading
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from fxtr.models import _observe
@@ -52,6 +52,41 @@ TEXT_LIMIT = 20_000
 """Characters kept of each message and of a reply."""
 _usage_lock = threading.Lock()
 """Calls from worker threads add to the same invocation."""
+
+
+_open: dict[int, dict[int, Callable[[], None]]] = {}
+"""Per step invocation (by ``id``), its calls still open (a stream not read to its end yet),
+each with the way to record it as cut short when the step ends first."""
+
+
+def hold_open(record: CallRecord, close: Callable[[], None]) -> None:
+    """Have ``close`` record the call if its step ends before the call does."""
+    invocation = record.invocation
+    if invocation is not None:
+        with _usage_lock:
+            _open.setdefault(id(invocation), {})[id(record)] = close
+
+
+def let_go(record: CallRecord) -> None:
+    """The call ended on its own: its step need not close it."""
+    invocation = record.invocation
+    if invocation is not None:
+        with _usage_lock:
+            held = _open.get(id(invocation))
+            if held is not None:
+                held.pop(id(record), None)
+
+
+def end_of_invocation(invocation: Any) -> None:
+    """Record the calls a step leaves open as it ends (the engine calls this).
+
+    A stream the step never read to its end, nor closed, would otherwise be recorded only
+    when garbage collection drops it, after the invocation's record was written.
+    """
+    with _usage_lock:
+        held = _open.pop(id(invocation), None)
+    for close in (held or {}).values():
+        close()
 
 
 def recording() -> bool:

@@ -296,3 +296,58 @@ def _responses_text(data: Any, reply: Reply) -> list[str]:
                 parts.append(_g(block, "refusal"))
                 reply.refused = True
     return parts
+
+
+class BodyReader:
+    """Reads a raw response's body as its caller reads it (``with_streaming_response``).
+
+    The bytes the caller pulls through ``iter_bytes`` (``iter_lines``, ``iter_text`` and
+    ``read`` go through it) are fed here: server-sent events line by line (each ``data:``
+    JSON is a stream event for ``Reply.event``), a plain body as JSON once it ends. Reading
+    stops when the caller parses the response instead (the SDK object is read then).
+    """
+
+    __slots__ = ("api", "buffer", "on", "reply", "streamed")
+
+    def __init__(self, reply: Reply, api: str, streamed: bool) -> None:
+        self.reply = reply
+        self.api = api
+        self.streamed = streamed
+        self.buffer = bytearray()
+        self.on = True
+
+    def feed(self, chunk: bytes) -> None:
+        """Take the next decoded bytes of the body."""
+        if not self.on:
+            return
+        self.buffer += chunk
+        if self.streamed and b"\n" in chunk:
+            *lines, rest = self.buffer.split(b"\n")
+            self.buffer = bytearray(rest)
+            for line in lines:
+                self._line(bytes(line))
+
+    def end(self) -> None:
+        """Read what is left (the body ended, or its response was closed)."""
+        if not self.on:
+            return
+        self.on = False
+        if self.streamed:
+            self._line(bytes(self.buffer))
+        elif self.buffer:
+            self.reply.read_json(self.api, bytes(self.buffer))
+        self.buffer = bytearray()
+
+    def _line(self, line: bytes) -> None:
+        line = line.strip()
+        if not line.startswith(b"data:"):
+            return
+        data = line[5:].strip()
+        if not data or data == b"[DONE]":
+            return
+        try:
+            event = json.loads(data)
+        except ValueError:
+            return
+        if isinstance(event, dict):
+            self.reply.event(self.api, event)
