@@ -61,6 +61,9 @@ def main() -> None:
     clusters = {key_of({"case": f"case-{i:05d}"}): i // 10 for i in range(CASES)}
     frac_base, frac = make_cells(3, binary=False), make_cells(4, binary=False)
 
+    def alone() -> None:  # a report with no baseline: the run's cells reduced, its groups
+        report_groups(case_scores(cells), threshold=0.5)
+
     def report() -> None:  # the plugin's path: each run's cells reduced once
         scores = case_scores(cells)
         report_groups(scores, threshold=0.5)
@@ -83,7 +86,8 @@ def main() -> None:
     print(f"{len(cells):,} cases x {SAMPLES} samples in {len(GROUPS)} groups, "
           f"and a baseline of as many; best of {ROUNDS}")
     print(f"{'':34} {'cpu':>9} {'wall':>9} {'plain mean (cpu)':>17} {'ratio':>7}")
-    for name, fn in (("statistics + compare", report),
+    for name, fn in (("statistics, no baseline", alone),
+                     ("statistics + compare", report),
                      ("  from cells (reduced twice)", from_cells),
                      ("  with clusters of 10 cases", clustered),
                      ("  fractional scores", fractional)):

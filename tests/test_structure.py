@@ -159,13 +159,20 @@ def test_stores_do_not_import_each_other():
     assert "fxtr.store._diskcache" not in graph["fxtr.store._postgres"]
 
 
-def test_integrations_use_no_private_engine_helpers():
-    """dask.py reaches the engine through the executor seam, not private helpers."""
-    tree = ast.parse((SRC / "fxtr" / "integrations" / "dask.py").read_text())
-    private = [
-        f"{target}.{name}"
-        for target, names in _imports(tree, "fxtr.integrations.dask", False)
-        for name in names
-        if target.startswith(("fxtr.experiment", "fxtr.store")) and name.startswith("_")
-    ]
-    assert private == []
+def test_integrations_use_only_public_seams():
+    """Every module of fxtr.integrations reaches the rest of fxtr through public modules and
+    names (``fxtr.experiment.executors``, ``fxtr.tracing``, ...), never a private module or
+    helper; its own private modules are its business. TYPE_CHECKING imports never run."""
+    private = []
+    for module, path in _modules().items():
+        if not module.startswith("fxtr.integrations"):
+            continue
+        tree = ast.parse(path.read_text())
+        for target, names in _imports(tree, module, path.name == "__init__.py"):
+            if not target.startswith("fxtr") or target.startswith("fxtr.integrations"):
+                continue
+            hidden = [part for part in target.split(".") if part.startswith("_")]
+            hidden += [name for name in names if name.startswith("_")]
+            if hidden:
+                private.append(f"{module}: {target} {names}")
+    assert private == [], "\n".join(private)

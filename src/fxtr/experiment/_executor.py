@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import contextlib
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fxtr.experiment._definition import _normalized_source_hash
-from fxtr.experiment._encoding import decode_text
+from fxtr.experiment._encoding import decode_text, encode_text, fingerprint_text
+from fxtr.tracing._recorder import current_invocation, end_of_invocation
 
 if TYPE_CHECKING:
     from fxtr.experiment._context import StepContext
@@ -84,3 +86,66 @@ def keep_entities(context: StepContext, texts: Mapping[str, str]) -> None:
     for entity_id, text in texts.items():
         run.entities.setdefault(entity_id, decode_text(text))
         batch.entities[entity_id] = text
+
+
+def encode_value(value: Any) -> str:
+    """A value (step inputs, a result, an entity) in fxtr's canonical typed JSON text."""
+    return encode_text(value)
+
+
+def decode_value(text: str) -> Any:
+    """The value ``encode_value`` wrote (entity classes must be importable here)."""
+    return decode_text(text)
+
+
+def fingerprint_of_text(text: str) -> str:
+    """The fingerprint of a canonical text (an entity's id is that of its text)."""
+    return fingerprint_text(text)
+
+
+@contextlib.contextmanager
+def recording_into(invocation: Invocation) -> Iterator[None]:
+    """Model calls made in the block (fxtr.models or an official SDK) are ``invocation``'s.
+
+    Calls still open when the block ends (a stream not read to its end) are recorded then.
+    A worker wraps the step body in it, as the coordinator does for local steps.
+    """
+    token = current_invocation.set(invocation)
+    try:
+        yield
+    finally:
+        end_of_invocation(invocation)
+        current_invocation.reset(token)
+
+
+@contextlib.contextmanager
+def limiting_model_calls(limiter: Callable[[str], Any] | None) -> Iterator[None]:
+    """Within the block, each ``fxtr.models`` call runs inside ``limiter(provider)``.
+
+    ``limiter(provider)`` is an async context manager: a cluster-wide semaphore per provider,
+    say.
+    """
+    from fxtr.models._api import call_limiter
+
+    token = call_limiter.set(limiter)
+    try:
+        yield
+    finally:
+        call_limiter.reset(token)
+
+
+def failure_details(error: BaseException) -> dict[str, Any]:
+    """What classifying a step's failure reads of it, as plain data a worker can send back.
+
+    ``status_code`` and ``body`` (the provider's, when the error carries one) and the
+    ``category`` fxtr gives it; an exception rebuilt from them classifies the same way.
+    """
+    from fxtr.models._classify import _body_of, _status_of, failure_category
+
+    status = _status_of(error)
+    body = _body_of(error) if status is not None or hasattr(error, "body") else None
+    return {
+        "status_code": status,
+        "body": body if isinstance(body, str | dict | list) else None,
+        "category": failure_category(error),
+    }

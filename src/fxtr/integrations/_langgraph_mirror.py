@@ -40,9 +40,7 @@ from fxtr.integrations._langgraph_records import (
     _task_id_of,
     _Thread,
 )
-from fxtr.tracing._client import Client, TaskScope
-from fxtr.tracing._graph import Node, NodeStatus, TaskGraph
-from fxtr.tracing._recorder import current_frame
+from fxtr.tracing import Client, Node, NodeStatus, TaskGraph, TaskScope, current_frame
 
 log = logging.getLogger("fxtr.langgraph")
 

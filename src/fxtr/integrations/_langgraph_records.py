@@ -13,8 +13,7 @@ from __future__ import annotations
 import collections
 from typing import Any
 
-from fxtr.tracing._client import TaskScope
-from fxtr.tracing._graph import Node, NodeStatus, TaskGraph
+from fxtr.tracing import Node, NodeStatus, TaskGraph, TaskScope
 
 ERROR = "__error__"
 INTERRUPT = "__interrupt__"

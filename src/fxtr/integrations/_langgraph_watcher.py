@@ -27,8 +27,7 @@ from langgraph.errors import GraphBubbleUp, GraphInterrupt
 
 from fxtr.integrations import _langgraph_records as limits
 from fxtr.integrations._langgraph_records import _INTERNAL, _task_id_of
-from fxtr.tracing._graph import NodeStatus
-from fxtr.tracing._recorder import current_frame
+from fxtr.tracing import NodeStatus, current_frame
 
 if TYPE_CHECKING:
     from fxtr.integrations._langgraph_mirror import _Mirror

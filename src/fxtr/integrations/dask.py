@@ -52,13 +52,14 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 import fxtr
 from fxtr.experiment import executors
-from fxtr.experiment._encoding import decode_text, encode_text
-from fxtr.experiment._entity import Entity
+from fxtr.experiment.entities import BoundID, Entity
 from fxtr.experiment.errors import FxtrError
+from fxtr.experiment.jobs import Invocation
 
 if TYPE_CHECKING:
-    from fxtr.experiment._context import StepContext
-    from fxtr.experiment._definition import StepDefinition
+    from fxtr.experiment.steps import StepContext, StepDefinition
+
+decode_text, encode_text = executors.decode_value, executors.encode_value
 
 log = logging.getLogger("fxtr.dask")
 
@@ -109,11 +110,8 @@ class _RemoteContext:
         self._invocation.logs.append(str(message))
 
     async def store(self, entity: Entity) -> Any:
-        from fxtr.experiment._encoding import fingerprint_text
-        from fxtr.experiment._entity import BoundID
-
         text = encode_text(entity)
-        ref = BoundID(fingerprint_text(text), type(entity))
+        ref = BoundID(executors.fingerprint_of_text(text), type(entity))
         self.entities[ref.id] = text
         return ref
 
@@ -179,11 +177,6 @@ def run_on_worker(
     ref: dict[str, Any], blob: bytes, kwargs_text: str, meta: dict[str, Any]
 ) -> dict[str, Any]:
     """Run one step invocation on a worker thread; the outcome comes back as data."""
-    from fxtr.experiment._records import Invocation
-    from fxtr.models import _api
-    from fxtr.models._classify import failure_category
-    from fxtr.tracing._recorder import current_invocation
-
     invocation = Invocation(meta["address"], meta["step"])
     started = time.time()
     try:
@@ -192,36 +185,24 @@ def run_on_worker(
         context = _RemoteContext(meta, invocation)
 
         async def body() -> Any:
-            token = current_invocation.set(invocation)
-            limit_token = _api.call_limiter.set(
-                _limiter(meta["provider_limits"]) if meta["provider_limits"] else None
-            )
-            try:
+            limiter = _limiter(meta["provider_limits"]) if meta["provider_limits"] else None
+            with executors.recording_into(invocation), executors.limiting_model_calls(limiter):
                 if meta["timeout"] is None:
                     return await fn(context, **kwargs)
                 async with asyncio.timeout(meta["timeout"]):
                     return await fn(context, **kwargs)
-            finally:
-                _api.call_limiter.reset(limit_token)
-                current_invocation.reset(token)
 
         value = asyncio.run(body())
         result_text = encode_text(value)
     except BaseException as exc:  # every outcome goes back as data
-        from fxtr.models._classify import _body_of, _status_of
-
         failure = getattr(exc, "failure", None)
-        status = _status_of(exc)
-        body_value = _body_of(exc) if status is not None or hasattr(exc, "body") else None
         return {
             "ok": False,
             "type": type(exc).__name__,
             "message": str(exc),
             "traceback": "".join(traceback.format_exception(exc)),
-            "status_code": status,
-            "body": body_value if isinstance(body_value, (str, dict, list)) else None,
+            **executors.failure_details(exc),
             "failure": encode_text(failure) if failure is not None else None,
-            "category": failure_category(exc),
             "usage": _usage(invocation),
             "started": started,
         }

@@ -73,7 +73,7 @@ from fxtr.integrations._langgraph_records import MAX_STEPS as MAX_STEPS
 from fxtr.integrations._langgraph_records import MAX_TASKS as MAX_TASKS
 from fxtr.integrations._langgraph_watcher import _WATCHER
 from fxtr.integrations._langgraph_watcher import _watching as _watching
-from fxtr.tracing._client import Client
+from fxtr.tracing import Client
 
 __all__ = ["FluxCheckpointer"]
 
