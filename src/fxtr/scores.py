@@ -177,14 +177,18 @@ def case_scores(cells: Iterable[Mapping[str, Any]]) -> dict[Key, dict[Key, CaseS
     every: list[Any] = []
     fsum, isfinite, new = math.fsum, math.isfinite, _new
     passed, failed, flaky = STABLE_PASS, STABLE_FAIL, FLAKY
+    last_group: Any = None  # cells come grouped: an equal group dict is the same group
+    cases: dict[Key, CaseScore] = {}
     for cell in cells:
-        items = tuple(cell["group"].items())
-        cases = groups.get(items)
-        if cases is None:
-            cases = groups[items] = out.setdefault(key_of(cell["group"]), {})
-        case = tuple(cell["case"].items())
-        if len(case) > 1:
-            case = tuple(sorted(case))
+        group = cell["group"]
+        if group != last_group:
+            items = tuple(group.items())
+            held = groups.get(items)
+            if held is None:
+                held = groups[items] = out.setdefault(key_of(group), {})
+            cases, last_group = held, group
+        case = cell["case"]
+        case = tuple(case.items()) if len(case) == 1 else tuple(sorted(case.items()))
         values = cell.get("values") or ()
         if cell.get("status") == "missing":
             cases[case] = new(CaseScore, (None, 0, len(values), None, None, True, True))
