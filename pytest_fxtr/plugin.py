@@ -272,6 +272,7 @@ class _Reports:
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     """Score, compare, gate, record the outcome and write the report (controller only)."""
     state = session.config.stash[STATE]
+    _current[0] = None
     if state.loop is not None:
         state.loop.close()
         state.loop = None
