@@ -415,9 +415,20 @@ def test_exceptions_and_failures(error, reason):
 
 
 def test_transport_categories():
-    """httpx timeouts and connection errors keep their category."""
-    assert failure_category(httpx.ReadTimeout("t")) == "timeout"
-    assert failure_category(httpx.ConnectError("c")) == "connection"
+    """httpx's and httpx2's timeouts and connection errors keep their category (raised by
+    user code, they are still the step's tool_error)."""
+    import importlib.util
+
+    libraries = [httpx]
+    if importlib.util.find_spec("httpx2") is not None:  # openai >= 3's transport
+        import httpx2
+
+        libraries.append(httpx2)
+    for http in libraries:
+        assert failure_category(http.ReadTimeout("t")) == "timeout"
+        assert failure_category(http.ConnectError("c")) == "connection"
+        assert failure_category(http.RemoteProtocolError("p")) == "connection"
+        assert classify(http.ConnectError("c")) == "tool_error"
     assert failure_category(ValueError()) is None
 
 

@@ -53,6 +53,7 @@ import back into fxtr, ``ModelCallFailure``, is made on first use.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -281,8 +282,8 @@ def failure_category(error: Any) -> str | None:
     """The finer category of a failure (``rate_limit``, ``timeout``, ...).
 
     ``None`` for an error that carries no provider information: user code that raised.
-    Transport errors keep their category (``timeout``, ``connection``): httpx's, and the
-    official SDKs' ``APITimeoutError`` and ``APIConnectionError`` (openai, anthropic).
+    Transport errors keep their category (``timeout``, ``connection``): httpx's and httpx2's,
+    and the official SDKs' ``APITimeoutError`` and ``APIConnectionError`` (openai, anthropic).
     """
     category = _provider_category(error)
     if category is not None:
@@ -290,15 +291,20 @@ def failure_category(error: Any) -> str | None:
     category = _sdk_transport_category(error)
     if category is not None:
         return category
-    try:
-        import httpx
-    except ImportError:  # pragma: no cover
-        return None
-    if isinstance(error, httpx.TimeoutException):
-        return "timeout"
-    if isinstance(error, httpx.TransportError):
-        return "connection"
+    for name in _HTTP_LIBRARIES:  # an error of one of them means it is imported
+        http = sys.modules.get(name)
+        if http is None:
+            continue
+        if isinstance(error, http.TimeoutException):
+            return "timeout"
+        if isinstance(error, http.TransportError):
+            return "connection"
     return None
+
+
+_HTTP_LIBRARIES = ("httpx", "httpx2")
+"""The HTTP clients whose transport errors keep their category (httpx2 is the transport of
+openai 3.x and anthropic 1.x and later; both have httpx's exception tree)."""
 
 
 def classify(error: Any) -> str:
