@@ -261,7 +261,10 @@ class _Call:
         if record is None:
             return None
         streamed = isinstance(body, dict) and body.get("stream") is True
-        return cls(sdk, api, model, _url_text(getattr(client, "base_url", "")), record, streamed)
+        # the SDKs keep the URL in ``_base_url``; openai 3's ``base_url`` property imports a
+        # module and calls a function to return it (~2 us a call)
+        url = getattr(client, "_base_url", None) or getattr(client, "base_url", "")
+        return cls(sdk, api, model, _url_text(url), record, streamed)
 
     # outcomes ---------------------------------------------------------------------------
 
