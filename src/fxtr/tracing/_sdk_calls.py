@@ -27,11 +27,11 @@ def api_of(method: str, url: str) -> str | None:
     return None
 
 
-def _g(obj: Any, key: str) -> Any:
-    """A field of a dict or an attribute of an SDK object (``None`` when absent)."""
+def _g(obj: Any, key: str, default: Any = None) -> Any:
+    """A field of a dict or an attribute of an SDK object (``default`` when absent)."""
     if type(obj) is dict:
-        return obj.get(key)
-    return getattr(obj, key, None)
+        return obj.get(key, default)
+    return getattr(obj, key, default)
 
 
 def _int(value: Any) -> int:
@@ -226,19 +226,22 @@ class Reply:
 
     def event(self, api: str, event: Any) -> None:
         """Read one event of a stream (a chunk, or a typed event)."""
-        if api == "chat":
-            self.chat_usage(_g(event, "usage"))
-            for choice in _g(event, "choices") or ():
-                if _g(choice, "index") not in (0, None):
+        if api == "chat":  # per chunk of every chat stream: attribute reads kept few
+            g = _g if type(event) is dict else getattr
+            usage = g(event, "usage", None)
+            if usage is not None:
+                self.chat_usage(usage)
+            for choice in g(event, "choices", None) or ():
+                if g(choice, "index", None) not in (0, None):
                     continue
-                delta = _g(choice, "delta")
+                delta = g(choice, "delta", None)
                 refusal = _g(delta, "refusal")
                 text = _g(delta, "content") or refusal
-                if isinstance(text, str):
+                if type(text) is str:
                     self.parts.append(text)
-                if isinstance(refusal, str) and refusal:
+                if refusal and isinstance(refusal, str):
                     self.refused = True
-                reason = _g(choice, "finish_reason")
+                reason = g(choice, "finish_reason", None)
                 if reason:
                     self.stop_reason = reason
                     self.finished = True
