@@ -47,9 +47,7 @@ class Eval:
         The summary reads the job back from the store, so a large eval does not hold two
         copies of its invocations at the end of the run.
         """
-        if self.job is not None:
-            self.job_id = self.job.job_id
-        self.job = self.index = None
+        self.job = self.index = None  # job_id stays: run_job set it
 
     @property
     def root(self) -> str:
@@ -289,16 +287,15 @@ def run_job(
     progress: Callable[[Any], None] | None,
     loop: SessionLoop,
 ) -> None:
-    """Run (or resume) the eval's job once; keep the result or the error on the eval.
+    """Run (or resume) the eval's job; keep the result or the error on the eval.
 
-    The eval's key points at the job before it starts, so a run interrupted with Ctrl-C is
-    continued by ``--fxtr-resume`` as the job's next attempt.
+    Called once per eval, by the setup of its first item (later items find ``ev.job`` or
+    ``ev.error`` set). The eval's key points at the job before it starts, so a run
+    interrupted with Ctrl-C is continued by ``--fxtr-resume`` as the job's next attempt.
     """
     from fxtr.experiment._jobs import launch, resume
     from fxtr.store import open_store
 
-    if ev.job is not None or ev.error is not None:
-        return
     try:
         inputs = job_inputs(ev, settings.samples)
         store = open_store(settings.store)

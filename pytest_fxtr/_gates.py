@@ -117,8 +117,9 @@ def evaluate(payload: dict[str, Any], baseline: Baseline | None, margin: float) 
     clusters = labels or None
     groups: list[dict[str, Any]] = []
     notes: list[str] = []
-    if payload.get("numeric", True):
-        for group_key, cases in scores.case_scores(cells).items():
+    reduced = scores.case_scores(cells) if payload.get("numeric", True) else None
+    if reduced is not None:
+        for group_key, cases in reduced.items():
             mine = {c: labels[c] for c in cases if c in labels} if labels else None
             stats = dict(scores.group_statistics(cases, threshold=threshold, clusters=mine))
             stats["group"] = dict(group_key)
@@ -130,8 +131,12 @@ def evaluate(payload: dict[str, Any], baseline: Baseline | None, margin: float) 
         else:
             base = {"job_id": baseline.job_id, "source": baseline.source}
             by_group = {_key(g["group"]): g for g in groups}
-            compared = scores.compare(
-                baseline.cells, cells, margin=margin, threshold=threshold, clusters=clusters
+            compared = scores.compare(  # this run's cells are reduced once, above
+                baseline.cells,
+                cells if reduced is None else reduced,
+                margin=margin,
+                threshold=threshold,
+                clusters=clusters,
             )
             for comparison in compared:
                 comparison = dict(comparison)
@@ -147,6 +152,27 @@ def evaluate(payload: dict[str, Any], baseline: Baseline | None, margin: float) 
         for g in groups
         if (g.get("baseline") or {}).get("verdict") == "regressed"
     ]
+    gate = {"passed": not failed and not regressed, "failed": failed, "regressed": regressed}
+    return _evaluation(payload, cells, groups, gate, base, threshold, notes)
+
+
+def unscored(payload: dict[str, Any], error: Exception) -> dict[str, Any]:
+    """The evaluation of an eval whose cells could not be scored: its gate fails, saying why."""
+    problem = f"its scores could not be computed: {type(error).__name__}: {error}"
+    gate = {"passed": False, "failed": [problem], "regressed": []}
+    return _evaluation(payload, payload["cells"], [], gate, None, payload.get("threshold"), [])
+
+
+def _evaluation(
+    payload: dict[str, Any],
+    cells: list[dict[str, Any]],
+    groups: list[dict[str, Any]],
+    gate: dict[str, Any],
+    baseline: dict[str, Any] | None,
+    threshold: float | None,
+    notes: list[str],
+) -> dict[str, Any]:
+    """The ``evaluation`` record of one eval (interfaces.md) plus ``threshold`` and ``notes``."""
     return {
         "eval": payload["eval"],
         "workflow": payload["workflow"],
@@ -155,30 +181,11 @@ def evaluate(payload: dict[str, Any], baseline: Baseline | None, margin: float) 
         "sample_dim": payload["sample_dim"],
         "cells": cells,
         "groups": groups,
-        "gate": {"passed": not failed and not regressed, "failed": failed, "regressed": regressed},
-        "baseline": base,
+        "gate": gate,
+        "baseline": baseline,
         "job_id": payload.get("job_id"),
         "threshold": threshold,
         "notes": notes,
-    }
-
-
-def unscored(payload: dict[str, Any], error: Exception) -> dict[str, Any]:
-    """The evaluation of an eval whose cells could not be scored: its gate fails, saying why."""
-    problem = f"its scores could not be computed: {type(error).__name__}: {error}"
-    return {
-        "eval": payload["eval"],
-        "workflow": payload["workflow"],
-        "case_dims": payload["case_dims"],
-        "group_dims": payload["group_dims"],
-        "sample_dim": payload["sample_dim"],
-        "cells": payload["cells"],
-        "groups": [],
-        "gate": {"passed": False, "failed": [problem], "regressed": []},
-        "baseline": None,
-        "job_id": payload.get("job_id"),
-        "threshold": payload.get("threshold"),
-        "notes": [],
     }
 
 

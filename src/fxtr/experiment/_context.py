@@ -12,7 +12,7 @@ from fxtr.experiment._entity import BoundID, Entity
 from fxtr.experiment._graph import Node, Value, format_key
 from fxtr.experiment._handle import ArrayHandle, make_handle
 from fxtr.experiment._types import Dim
-from fxtr.tracing._recorder import current_invocation, end_of_invocation
+from fxtr.tracing._recorder import recording_into
 
 if TYPE_CHECKING:
     from fxtr.experiment._definition import StepDefinition, WorkflowDefinition
@@ -305,11 +305,9 @@ class StepContext(_Entities):
         log.info("%s: %s", self.cache_key, message)
 
     async def _enter(self, body: Awaitable[R]) -> R:
-        token = current_invocation.set(self._invocation)
         watch = hermetic.watching.set(self._invocation.warnings if self._run.hermetic else None)
         try:
-            return await body
+            with recording_into(self._invocation):
+                return await body
         finally:
-            end_of_invocation(self._invocation)  # calls left open are recorded, not lost
             hermetic.watching.reset(watch)
-            current_invocation.reset(token)

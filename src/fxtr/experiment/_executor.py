@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from fxtr.experiment._definition import _normalized_source_hash
 from fxtr.experiment._encoding import decode_text, encode_text, fingerprint_text
-from fxtr.tracing._recorder import current_invocation, end_of_invocation
 
 if TYPE_CHECKING:
     from fxtr.experiment._context import StepContext
@@ -101,21 +100,6 @@ def decode_value(text: str) -> Any:
 def fingerprint_of_text(text: str) -> str:
     """The fingerprint of a canonical text (an entity's id is that of its text)."""
     return fingerprint_text(text)
-
-
-@contextlib.contextmanager
-def recording_into(invocation: Invocation) -> Iterator[None]:
-    """Model calls made in the block (fxtr.models or an official SDK) are ``invocation``'s.
-
-    Calls still open when the block ends (a stream not read to its end) are recorded then.
-    A worker wraps the step body in it, as the coordinator does for local steps.
-    """
-    token = current_invocation.set(invocation)
-    try:
-        yield
-    finally:
-        end_of_invocation(invocation)
-        current_invocation.reset(token)
 
 
 @contextlib.contextmanager

@@ -80,16 +80,7 @@ async def invoke(
     inv.ended_at = time.time()
     inv.status = "succeeded"
     inv.result_text = text
-    usage = None
-    if inv.calls:
-        usage = {
-            "calls": inv.calls,
-            "input_tokens": inv.input_tokens,
-            "output_tokens": inv.output_tokens,
-            "cost_usd": inv.cost_usd,
-            "by_model": inv.cost_by_model,
-            "by_role": inv.cost_by_role,
-        }
+    usage = inv.usage() if inv.calls else None
     meta = {
         "step": step.name,
         "source": step.source_hash,

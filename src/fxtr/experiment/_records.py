@@ -56,6 +56,26 @@ class Invocation:
             return None
         return self.ended_at - self.started_at
 
+    def usage(self) -> dict[str, Any]:
+        """Its model calls' count, tokens and dollars, as a cache entry keeps them."""
+        return {
+            "calls": self.calls,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+            "by_model": self.cost_by_model,
+            "by_role": self.cost_by_role,
+        }
+
+    def take_usage(self, usage: dict[str, Any]) -> None:
+        """Take the usage a cache entry or an earlier attempt recorded (see ``usage``)."""
+        self.calls = usage.get("calls", 0)
+        self.input_tokens = usage.get("input_tokens", 0)
+        self.output_tokens = usage.get("output_tokens", 0)
+        self.cost_usd = usage.get("cost_usd")
+        self.cost_by_model = usage.get("by_model") or {}
+        self.cost_by_role = usage.get("by_role") or {}
+
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON-able dict; fields at their defaults are left out."""
         out: dict[str, Any] = _to_json(self)

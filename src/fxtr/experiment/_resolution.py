@@ -184,14 +184,6 @@ async def _wait_one(
 
 def from_prior(run: Run, step: StepDefinition[..., Any], plan: Plan, prior: Invocation) -> Value:
     """An earlier attempt's result: its usage, logs and times stay with it."""
-    usage = {
-        "calls": prior.calls,
-        "input_tokens": prior.input_tokens,
-        "output_tokens": prior.output_tokens,
-        "cost_usd": prior.cost_usd,
-        "by_model": prior.cost_by_model,
-        "by_role": prior.cost_by_role,
-    }
     return served(
         run,
         step,
@@ -199,7 +191,7 @@ def from_prior(run: Run, step: StepDefinition[..., Any], plan: Plan, prior: Invo
         plan.fps,
         plan.fingerprint,
         prior.result_text,
-        usage,
+        prior.usage(),
         logs=prior.logs,
         warnings=prior.warnings,
         started_at=prior.started_at,
@@ -258,12 +250,7 @@ def served(
         **recorded,
     )
     if usage:
-        inv.calls = usage.get("calls", 0)
-        inv.input_tokens = usage.get("input_tokens", 0)
-        inv.output_tokens = usage.get("output_tokens", 0)
-        inv.cost_usd = usage.get("cost_usd")
-        inv.cost_by_model = usage.get("by_model") or {}
-        inv.cost_by_role = usage.get("by_role") or {}
+        inv.take_usage(usage)
     run.finish(inv)
     return Value(decoded(result_text))
 

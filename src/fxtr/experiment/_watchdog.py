@@ -47,7 +47,6 @@ class LoopWatchdog:
         self.threshold = threshold
         self.interval = interval
         self.last_beat = time.monotonic()
-        self.last_beat_wall = time.time()
         self._stop = threading.Event()
         self._handle: asyncio.TimerHandle | None = None
         self._thread = threading.Thread(target=self._watch, name="fxtr-loop-watchdog", daemon=True)
@@ -65,7 +64,6 @@ class LoopWatchdog:
 
     def _beat(self) -> None:
         self.last_beat = time.monotonic()
-        self.last_beat_wall = time.time()
         self._handle = self.loop.call_later(self.interval, self._beat)
 
     def _watch(self) -> None:
@@ -94,8 +92,11 @@ class LoopWatchdog:
         It began by the beat after the last one seen, so it is not one of many short steps
         that ran back to back since.
         """
-        started = inv.started_at
-        return started is not None and started <= self.last_beat_wall + self.interval
+        started = inv.started_at  # wall time; the beat is on the monotonic clock
+        if started is None:
+            return False
+        silent_since = time.time() - (time.monotonic() - self.last_beat)
+        return started <= silent_since + self.interval
 
     def _blocking_invocation(self) -> Invocation | None:
         try:

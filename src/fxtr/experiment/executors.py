@@ -21,9 +21,9 @@ from fxtr.experiment._executor import (
     invocation_of,
     keep_entities,
     limiting_model_calls,
-    recording_into,
     source_hash,
 )
+from fxtr.tracing._recorder import recording_into
 
 __all__ = [
     "Executor",

@@ -59,8 +59,6 @@ from fxtr.experiment.jobs import Invocation
 if TYPE_CHECKING:
     from fxtr.experiment.steps import StepContext, StepDefinition
 
-decode_text, encode_text = executors.decode_value, executors.encode_value
-
 log = logging.getLogger("fxtr.dask")
 
 __all__ = ["DaskExecutor", "RemoteStepError", "WorkerLostError"]
@@ -82,7 +80,7 @@ class RemoteStepError(Exception):
         if outcome.get("body") is not None:
             self.body = outcome["body"]
         if outcome.get("failure") is not None:
-            self.failure = decode_text(outcome["failure"])
+            self.failure = executors.decode_value(outcome["failure"])
 
 
 class WorkerLostError(FxtrError):
@@ -110,7 +108,7 @@ class _RemoteContext:
         self._invocation.logs.append(str(message))
 
     async def store(self, entity: Entity) -> Any:
-        text = encode_text(entity)
+        text = executors.encode_value(entity)
         ref = BoundID(executors.fingerprint_of_text(text), type(entity))
         self.entities[ref.id] = text
         return ref
@@ -121,10 +119,6 @@ class _RemoteContext:
             "parameter with the entity type instead, so the coordinator loads it and sends it."
         )
         raise RuntimeError(msg)
-
-
-def _source_hash_of(fn: Any) -> str:
-    return executors.source_hash(fn)
 
 
 _RESOLVED: dict[tuple[str, str, str], Any] = {}
@@ -144,7 +138,7 @@ def _load_function(ref: dict[str, Any], blob: bytes) -> Any:
         for part in ref["qualname"].split("."):
             obj = getattr(obj, part)
         fn = getattr(obj, "fn", obj)
-        if _source_hash_of(fn) == ref["source_hash"]:
+        if executors.source_hash(fn) == ref["source_hash"]:
             return fn
     except Exception:  # not importable here, or another version of it: use the pickle
         pass
@@ -181,7 +175,7 @@ def run_on_worker(
     started = time.time()
     try:
         fn = _resolve_function(ref, blob)
-        kwargs = decode_text(kwargs_text)
+        kwargs = executors.decode_value(kwargs_text)
         context = _RemoteContext(meta, invocation)
 
         async def body() -> Any:
@@ -193,7 +187,7 @@ def run_on_worker(
                     return await fn(context, **kwargs)
 
         value = asyncio.run(body())
-        result_text = encode_text(value)
+        result_text = executors.encode_value(value)
     except BaseException as exc:  # every outcome goes back as data
         failure = getattr(exc, "failure", None)
         return {
@@ -202,7 +196,7 @@ def run_on_worker(
             "message": str(exc),
             "traceback": "".join(traceback.format_exception(exc)),
             **executors.failure_details(exc),
-            "failure": encode_text(failure) if failure is not None else None,
+            "failure": executors.encode_value(failure) if failure is not None else None,
             "usage": _usage(invocation),
             "started": started,
         }
@@ -357,7 +351,7 @@ class DaskExecutor:
             run_on_worker,
             ref,
             self._blob(step.fn),
-            encode_text(kwargs),
+            executors.encode_value(kwargs),
             meta,
             key=key,
             pure=False,
@@ -397,7 +391,7 @@ class DaskExecutor:
         if not outcome["ok"]:
             raise RemoteStepError(outcome)
         executors.keep_entities(context, outcome["entities"])
-        return decode_text(outcome["result"])
+        return executors.decode_value(outcome["result"])
 
     async def aclose(self) -> None:
         """Close the client and the local cluster this executor started."""

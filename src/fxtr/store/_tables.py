@@ -116,9 +116,9 @@ class ClaimTable(_Table):
             "WHERE FxtrClaims.expires < ? OR FxtrClaims.holder = excluded.holder",
             ((a, holder, _HOST, pid, now + lease, now) for a in addresses),
         )
-        out: dict[str, str | None] = {}
         if changed == len(addresses):  # every row inserted or taken: the common case
             return dict.fromkeys(addresses)
+        out: dict[str, str | None] = {}
         dead: list[str] = []
         for address, other, host, other_pid in self.holders(addresses):
             if other == holder:

@@ -78,15 +78,40 @@ def let_go(record: CallRecord) -> None:
 
 
 def end_of_invocation(invocation: Any) -> None:
-    """Record the calls a step leaves open as it ends (the engine calls this).
+    """Record the calls a step leaves open as it ends.
 
     A stream the step never read to its end, nor closed, would otherwise be recorded only
     when garbage collection drops it, after the invocation's record was written.
     """
+    if not _open:  # every step ends here: no lock when no call is open anywhere
+        return
     with _usage_lock:
         held = _open.pop(id(invocation), None)
     for close in (held or {}).values():
         close()
+
+
+class recording_into:  # used as a function: ``with recording_into(invocation):``
+    """Model calls made in the block (``fxtr.models`` or an official SDK) are ``invocation``'s.
+
+    Calls still open when the block ends are recorded then (``end_of_invocation``). The engine
+    wraps every step body in it, here or on an executor's worker (a class, not a generator:
+    it is on every step's path).
+    """
+
+    __slots__ = ("invocation", "token")
+
+    def __init__(self, invocation: Any) -> None:
+        self.invocation = invocation
+        self.token: contextvars.Token[Any] | None = None
+
+    def __enter__(self) -> None:
+        self.token = current_invocation.set(self.invocation)
+
+    def __exit__(self, *exc: object) -> None:
+        end_of_invocation(self.invocation)
+        if self.token is not None:
+            current_invocation.reset(self.token)
 
 
 def recording() -> bool:
