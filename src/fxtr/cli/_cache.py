@@ -8,19 +8,21 @@ from typing import Any
 from fxtr.store import Store
 
 HISTORY_HELP = """\
-List the entries an ADDRESS held, oldest first, then the current one, and what changed from
-each entry to the next: the step's inputs (by name), its source code, its version, and the
-fingerprint that the cache keys on. An entry goes to the history when a run with
---fxtr-cache-conflict=overwrite (or conflict="overwrite") replaces it, or when a restore puts
-another one back.
+List the entries an ADDRESS keeps, newest first: the current one (marked `current`), then
+the others, each numbered as `fxtr cache restore --index` takes it, and what changed from
+each entry to the next newer one: the step's inputs (by name), its source code, its version,
+and the fingerprint that the cache keys on. An address keeps up to --fxtr-cache-keep entries
+(default 20), one per fingerprint: a run whose fingerprint is any of them is served from it
+and makes it current; past the limit, the entry that was current longest ago goes.
 """
 
 RESTORE_HELP = """\
-Put an entry of ADDRESS's history back as its current cache entry; the entry it replaces goes
-to the history, so a restore can itself be undone. ADDRESS is a step invocation's address as
+Make a kept entry of ADDRESS its current cache entry again; the entry it replaces stays
+kept, so a restore can itself be undone. ADDRESS is a step invocation's address as
 `fxtr show JOB` and the viewer print it (quote it in the shell: it has brackets), e.g.
-'qa.evaluate/answer[model=a,prompt=p1]'. --index picks the history entry, counted as
-`fxtr cache history ADDRESS` numbers them: 0 is the oldest, -1 (the default) the newest.
+'qa.evaluate/answer[model=a,prompt=p1]'. --index picks the entry, as
+`fxtr cache history ADDRESS` numbers them: 0 is the oldest, -1 (the default) the newest
+(the one that was current last before the current one).
 """
 
 
@@ -59,34 +61,35 @@ def entry_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
 
 
 def history_lines(store: Store, address: str) -> list[str]:
-    """The lines of ``fxtr cache history ADDRESS``.
+    """The lines of ``fxtr cache history ADDRESS``: newest first, the current one marked.
 
     Raises:
-        KeyError: the address has neither an entry nor a history.
+        KeyError: the address has no entry.
     """
     history = store.history(address)
     current = store.get_entry(address)
     if current is None and not history:
         msg = (
-            f"no cache entry or history at {address!r} in {store.path}. Addresses are as "
+            f"no cache entry at {address!r} in {store.path}. Addresses are as "
             "`fxtr show JOB` prints them."
         )
         raise KeyError(msg)
     entries: list[tuple[str, dict[str, Any]]] = [(f"[{i}]", h) for i, h in enumerate(history)]
     if current is not None:
         entries.append(("[current]", current.as_dict()))
+    entries.reverse()
     lines = []
-    previous: dict[str, Any] | None = None
-    for label, entry in entries:
+    for n, (label, entry) in enumerate(entries):
         lines.append(
             f"{label} {str(entry.get('fingerprint'))[:16]} · step {entry.get('step')} · "
             f"version {entry.get('version')} · job {entry.get('job_id')} · "
             f"{_stamp(entry.get('created_at'))}"
         )
-        if previous is not None:
-            changes = entry_changes(previous, entry)
-            lines.append("    changed: " + ("; ".join(changes) if changes else "nothing"))
-        previous = entry
+        if n + 1 < len(entries):
+            changes = entry_changes(entries[n + 1][1], entry)
+            lines.append(
+                "    changed from the next: " + ("; ".join(changes) if changes else "nothing")
+            )
     if current is None:
-        lines.append("(no current entry)")
+        lines.insert(0, "(no current entry)")
     return lines

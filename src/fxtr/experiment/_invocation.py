@@ -88,15 +88,20 @@ async def invoke(
         "job_id": run.job_id,
         "created_at": inv.ended_at,
     }
-    entry = CacheEntry(fp or "", version_str(step.version), text, usage, meta)
+    code = code_reached(inv.model_calls) if inv.calls else None
+    entry = CacheEntry(fp or "", version_str(step.version), text, usage, meta, code=code)
     batch = run.queue()
-    batch.entries[address] = entry.to_text()
-    if replaced is not None:
-        batch.replaced[address] = replaced
+    batch.entries[address] = entry.to_text()  # the store keeps the entry it displaces
     batch.released.append(address)
     run.held.discard(address)
     run.finish(inv)
     return Value(value if not isinstance(value, Entity) else BoundID.of(value))
+
+
+def code_reached(calls: list[dict[str, Any]]) -> dict[str, str] | None:
+    """The code a step's model calls reached, by model (a mock's reply function's digest)."""
+    code = {f"{c.get('provider')}/{c['model']}": c["code"] for c in calls if c.get("code")}
+    return code or None
 
 
 def failed(run: Run, step: StepDefinition[..., Any], inv: Invocation, exc: BaseException) -> Value:
