@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 from fxtr.store import Store
+from fxtr.store._base import entry_key
 
 HISTORY_HELP = """\
 List the entries an ADDRESS keeps, newest first: the current one (marked `current`), then
@@ -93,3 +94,98 @@ def history_lines(store: Store, address: str) -> list[str]:
     if current is None:
         lines.insert(0, "(no current entry)")
     return lines
+
+
+WHY_HELP = """\
+Say why ADDRESS was not served from the cache in the newest job that reached it: whether
+that invocation awaits review, ran, or was served, and what differs between the inputs it
+asked for and the entry it found (in review) or replaced (when it ran): each input by name
+and, inside an entity, by field path (case.target, scorer.template), `code of STEP` when the
+step's code changed, `version of STEP`, or `code of mock/NAME` when a mock model's reply
+changed. A run with --fxtr-explain-misses prints the same for every step of a job.
+"""
+
+
+def newest_invocation(store: Store, address: str) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """The newest job whose record has an invocation at ``address``, and that invocation."""
+    jobs = [
+        job
+        for job in store.iter_jobs()
+        if address.startswith(str(job.get("root") or job.get("workflow")) + "/")
+    ]
+    jobs.sort(key=lambda job: job.get("created_at") or 0, reverse=True)
+    for job in jobs:
+        inv = store.job_invocations(job["job_id"]).get(address)
+        if inv is not None:
+            return job, inv
+    return None
+
+
+def _entry_label(store: Store, address: str, key: str | None) -> str:
+    current = store.get_entry(address)
+    found: dict[str, Any] | None = None
+    if current is not None and (key is None or current.key == key):
+        found, where = current.as_dict(), "current"
+    else:
+        for entry in store.history(address):
+            fp, code = entry.get("fingerprint"), entry.get("code")
+            if key is not None and entry_key(str(fp), code) == key:
+                found, where = entry, "kept"
+    if found is None:
+        return f"entry {str(key)[:16]} (no longer kept)"
+    return (
+        f"the {where} entry {str(found.get('fingerprint'))[:16]} (job {found.get('job_id')}, "
+        f"{_stamp(found.get('created_at'))})"
+    )
+
+
+def why_lines(store: Store, address: str) -> list[str]:
+    """The lines of ``fxtr cache why ADDRESS``.
+
+    Raises:
+        KeyError: no entry and no recorded invocation at the address.
+    """
+    newest = newest_invocation(store, address)
+    if newest is None:
+        if store.get_entry(address) is None:
+            msg = (
+                f"no cache entry and no job's invocation at {address!r} in {store.path}. "
+                "Addresses are as `fxtr show JOB` prints them."
+            )
+            raise KeyError(msg)
+        return [address, "  no job in the store recorded an invocation here"]
+    job, inv = newest
+    lines = [
+        address,
+        f"  newest job {job['job_id']} (attempt {inv.get('attempt')}, "
+        f"{_stamp(job.get('created_at'))}), step {inv.get('step')}:",
+    ]
+    changed = inv.get("changed") or (inv.get("conflict") or {}).get("changed") or []
+    if inv.get("status") == "needs_review":
+        if not changed:  # recorded before fxtr named the parts: compare the inputs at least
+            current = store.get_entry(address)
+            if current is not None:
+                from fxtr.experiment._why import input_parts
+
+                old = current.meta.get("inputs") or {}
+                changed = input_parts(store, old, inv.get("input_fingerprints") or {}) or [
+                    f"code or version of {inv.get('step')}"
+                ]
+        lines.append(
+            "  awaits review: what it asked for differs from "
+            + _entry_label(store, address, inv.get("found"))
+            + " in:"
+        )
+    elif inv.get("from_cache"):
+        return [*lines, "  served from the cache: nothing differed"]
+    elif not inv.get("started_at"):
+        return [*lines, f"  {inv.get('status')}: {inv.get('error')}"]
+    elif changed:
+        lines.append(
+            "  ran because what it asked for differs from "
+            + _entry_label(store, address, inv.get("found"))
+            + " in:"
+        )
+    else:
+        return [*lines, "  ran because the address held no entry (it was new)"]
+    return lines + [f"    {part}" for part in changed]

@@ -140,6 +140,8 @@ class Run:
         """Addresses whose stored entry was damaged (checksum, unreadable): recomputed."""
         self.values_seen: set[str] = set()
         """Input fingerprints whose texts were queued for the store in this pass."""
+        self.why_memo: dict[Any, list[str]] = {}
+        """What differs between two values of an input, computed once a pass (``_why``)."""
         self._batch: Batch | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         self.on_invocation: Callable[[Invocation], None] | None = None

@@ -23,6 +23,7 @@ from fxtr.experiment._graph import Value, decoded
 from fxtr.experiment._invocation import invoke
 from fxtr.experiment._records import Invocation
 from fxtr.experiment._replay import replayed
+from fxtr.experiment._why import explain
 from fxtr.models._mock import code_changed
 from fxtr.store import CacheEntry
 
@@ -76,7 +77,7 @@ def decide(
         return "run", None
     if entry.version != version_str(step.version) or run.conflict == "overwrite":
         return "run", entry.to_text()
-    conflict = conflict_of(step, entry, fps)
+    conflict = conflict_of(run, step, entry, fps)
     inv = Invocation(
         address,
         step.name,
@@ -84,6 +85,8 @@ def decide(
         fingerprint=fp,
         input_fingerprints=fps,
         conflict=conflict,
+        changed=conflict["changed"],
+        found=entry.key,
         attempt=run.attempt,
         error=f"cache conflict: {conflict['summary']}",
     )
@@ -335,23 +338,31 @@ def version_str(version: Any) -> str | None:
 
 
 def conflict_of(
-    step: StepDefinition[..., Any], entry: CacheEntry, fps: dict[str, str]
+    run: Run, step: StepDefinition[..., Any], entry: CacheEntry, fps: dict[str, str]
 ) -> dict[str, Any]:
+    """What a review is about: the inputs, code and models that differ from the entry."""
     meta = entry.meta
     cached_inputs = meta.get("inputs", {})
     changed = sorted(k for k in set(fps) | set(cached_inputs) if fps.get(k) != cached_inputs.get(k))
+    parts = explain(run, step, fps, entry)
+    inputs = [p for p in parts if p.split(".")[0].split("[")[0].split(" ")[0] in changed]
+    source = meta.get("source") != step.source_hash
     what = []
     if changed:
-        what.append(f"input(s) {', '.join(changed)} changed")
-    if meta.get("source") != step.source_hash:
-        what.append(f"the source of step {step.name!r} changed (code drift)")
+        what.append(f"input(s) {', '.join(changed)} changed ({', '.join(inputs) or '?'})")
+    if source:
+        what.append(f"code of {step.name} changed (code drift)")
+    models = [p for p in parts if p.startswith("code of ") and p != f"code of {step.name}"]
+    if models:
+        what.append(f"{', '.join(models)} changed (a mock model's reply)")
     if not what:
         what.append("the fingerprint changed")
     return {
         "inputs": changed,
-        "source": meta.get("source") != step.source_hash,
+        "source": source,
+        "changed": parts,
         "cached_job": meta.get("job_id"),
         "summary": "; ".join(what)
-        + ". Rerun with conflict='overwrite' (--fxtr-cache-conflict=overwrite) to replace it; "
-        "the old result is kept in the history",
+        + ". Rerun with conflict='overwrite' (--fxtr-cache-conflict=overwrite) to run it; "
+        "the entry it replaces stays kept (`fxtr cache why ADDRESS` says what changed)",
     }
