@@ -276,3 +276,29 @@ def test_explain_misses_counts_new_addresses_and_names_what_changed(pytester, mo
     result.stdout.fnmatch_lines(["*fxtr cache misses*", "job *: nothing ran"])
     store = open_store(str(pytester.path / ".fxtr"))
     assert store.get_entry('test_kit::test_kit/generate[model="mock/small",case=c0,sample=0]')
+
+
+def test_a_mock_digest_is_the_same_in_every_process():
+    """The digests of the example evals' mocks (lambdas, a judge) do not vary by process."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    script = (
+        "import evals.test_capitals, evals.test_qa; from fxtr.models._mock import _CODE; "
+        "print(sorted(_CODE.items()))"
+    )
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", script],
+            cwd=root,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(outs) == 1 and "gpt-5-mini" in outs.pop()

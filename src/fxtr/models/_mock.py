@@ -161,7 +161,13 @@ def _source(fn: Any, code: types.CodeType) -> str:
                 node.body = body[1:] or [ast.Pass()]
         return ast.dump(tree, include_attributes=False)
     except (OSError, TypeError, SyntaxError, IndexError):
-        return repr((code.co_code, code.co_consts, code.co_names))
+        return _bytecode(code)
+
+
+def _bytecode(code: types.CodeType) -> str:
+    """A code object's instructions, constants and names: the same in every process."""
+    consts = [_bytecode(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
+    return f"{code.co_code.hex()}|{consts}|{code.co_names}"
 
 
 def estimate_tokens(text: str) -> int:
