@@ -19,7 +19,7 @@ from typing import Any
 
 from fxtr.agents._scorers import grade_trajectory
 from fxtr.agents._tool import Tool, import_path
-from fxtr.agents._types import Agent, Message, ToolOutcome, Trajectory, Turn, UserSim
+from fxtr.agents._types import Agent, Environment, Message, ToolOutcome, Trajectory, Turn, UserSim
 from fxtr.evals._cases import Case
 from fxtr.evals._evaluate import call, case_prompt
 from fxtr.evals._models import Model
@@ -136,7 +136,7 @@ def _check_env(value: Any, where: str) -> None:
 
 
 @step(name="fxtr.agents.env")
-async def build_env(context: StepContext, env: str, code: str | None, case: Case) -> Any:
+async def build_env(context: StepContext, env: str, code: str | None, case: Case) -> Environment:
     """A case's initial environment, from ``Agent(env=FUNCTION)``.
 
     Raises:
@@ -148,7 +148,7 @@ async def build_env(context: StepContext, env: str, code: str | None, case: Case
     if inspect.isawaitable(value):
         value = await value
     _check_env(value, f"The environment {env!r} built for case {case.id!r}")
-    return value
+    return Environment(state=value)
 
 
 def _content(value: Any, tool: Tool) -> str:
@@ -357,12 +357,13 @@ async def _run(
     sampling = _sampling(model, context.sample)
     env: Any = None
     if agent.env is not None:
-        env = await _value(
+        built: Environment = await _value(
             context,
             context.run_step(
                 "env", build_env, {"env": agent.env, "code": agent.env_code, "case": case_handle}
             ),
         )
+        env = built.state
     totals = _Totals()
     simulated: list[int] = []
     answer: str | None = None

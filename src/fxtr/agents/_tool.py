@@ -150,7 +150,6 @@ def tool(
 def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None) -> Tool:
     if isinstance(fn, Tool):
         fn = fn.fn
-    path = path_of(fn, "tool")
     doc = docstring_parser.parse(inspect.getdoc(fn) or "")
     arg_docs = {p.arg_name: (p.description or "").strip() for p in doc.params}
     try:
@@ -197,6 +196,7 @@ def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None
             "Literal[...] or X | None."
         )
         raise TypeError(msg)
+    path = path_of(fn, "tool")
     summary = "\n\n".join(
         part for part in (doc.short_description, doc.long_description) if part
     ).strip()

@@ -177,6 +177,12 @@ class ToolOutcome(Entity):
     seconds: float = 0.0
 
 
+class Environment(Entity):
+    """A case's initial environment, as the ``env`` step built it."""
+
+    state: Any = None
+
+
 class Trajectory(Entity):
     """One run of the agent loop, what its scorers grade.
 
