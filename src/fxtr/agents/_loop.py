@@ -17,11 +17,20 @@ import json
 import time
 from typing import Any
 
+import fxtr.evals._evaluate as kit  # a module: the kit imports this package half-way
 from fxtr.agents._scorers import grade_trajectory
 from fxtr.agents._tool import Tool, import_path
-from fxtr.agents._types import Agent, Environment, Message, ToolOutcome, Trajectory, Turn, UserSim
+from fxtr.agents._types import (
+    RUNNERS,
+    Agent,
+    Environment,
+    Message,
+    ToolOutcome,
+    Trajectory,
+    Turn,
+    UserSim,
+)
 from fxtr.evals._cases import Case
-from fxtr.evals._evaluate import call, case_prompt
 from fxtr.evals._models import Model
 from fxtr.evals._scorers import Score, Scorer
 from fxtr.experiment._encoding import EncodingError, decode_text, encode_text
@@ -103,7 +112,7 @@ def _numbered(response: Any, turn_index: int) -> Any:
 async def turn(context: StepContext, model: Model, request: ModelRequest) -> Turn:
     """One model turn: the conversation so far (and the tools) in, the reply out."""
     started = time.perf_counter()
-    response = await call(model, request)
+    response = await kit.call(model, request)
     seconds = time.perf_counter() - started
     index = sum(isinstance(m, AssistantMessage) for m in request.context)
     return Turn(response=_numbered(response, index), seconds=seconds)
@@ -117,7 +126,7 @@ async def simulate_user(context: StepContext, model: Model, request: ModelReques
     token = _recorder.call_role.set("user_sim")
     try:
         started = time.perf_counter()
-        response = await call(model, request)
+        response = await kit.call(model, request)
         return Turn(response=response, seconds=time.perf_counter() - started)
     finally:
         _recorder.call_role.reset(token)
@@ -351,7 +360,7 @@ async def _run(
     messages: list[Message] = []
     if system:
         messages.append(SystemMessage(content=(ContentText(text=system),)))
-    messages.append(UserMessage(content=(ContentText(text=case_prompt(case)),)))
+    messages.append(UserMessage(content=(ContentText(text=kit.case_prompt(case)),)))
     tools = {t.name: t for t in agent.tools}
     specs = tuple(t.spec for t in agent.tools) + ((SUBMIT,) if agent.submit else ())
     sampling = _sampling(model, context.sample)
@@ -525,3 +534,6 @@ def run_agents(
         {"scorer": scorer, "case": case, "trajectory": trajectories},
         map_over=["model", "case", "sample"],
     )
+
+
+RUNNERS["evaluate"] = run_agents

@@ -161,6 +161,12 @@ class Agent(Entity):
         return "agent[" + ",".join(t.name for t in self.tools) + "]"
 
 
+RUNNERS: dict[str, Callable[..., Any]] = {}
+"""The loop's entry points, registered by ``fxtr.agents._loop`` (which the package imports),
+so the kit's ``evaluate`` reaches the loop through this module and the kit and the agents
+do not import each other."""
+
+
 class Turn(Entity):
     """A model turn's result: the reply and the seconds it took (what time limits count)."""
 

@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Annotated, Any
 
-from fxtr.agents._types import Agent
+from fxtr.agents._types import RUNNERS, Agent
 from fxtr.evals import _judge
 from fxtr.evals._cases import Case
 from fxtr.evals._models import Model
@@ -211,9 +211,8 @@ async def evaluate(
     loop instead, as the child workflow ``agent[...]``, and the scorer grades its trajectory.
     """
     if agent is not None:
-        from fxtr.agents._loop import run_agents
-
-        return run_agents(context, agent, model, case, scorer, samples)
+        run_agents: Any = RUNNERS["evaluate"]
+        return run_agents(context, agent, model, case, scorer, samples)  # type: ignore[no-any-return]
     responses = context.run_step(
         "generate",
         generate,
