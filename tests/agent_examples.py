@@ -53,7 +53,7 @@ def bump(n: int, env: Counter) -> int:
     Args:
         n: how much to add.
     """
-    log(f"tool {env.history} {n}")
+    log(f"tool {env.start} {len(env.history)}")
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
     env.history.append(n)
@@ -67,7 +67,7 @@ def _turn(request: ModelRequest) -> int:
 def step_script(request: ModelRequest) -> object:
     """Four bumps (1, 2, 3, 4), one a turn, then the total as the answer: five turns."""
     i = _turn(request)
-    log(f"ask {user_text(request)} {i}")
+    log(f"ask {user_text(request).removeprefix('case ')} {i}")
     delay = float(os.environ.get("FXTR_TEST_DELAY", "0"))
     if delay:
         time.sleep(delay)
