@@ -131,7 +131,12 @@ def test_calculator_trajectory_turns_tools_and_addresses(tmp_path):
     assert {f"{base}/turn[0]", f"{base}/tool[0,0]", f"{base}/turn[1]"} <= addresses
     assert not any(a.startswith(base + "/turn[2]") for a in addresses)
     steps = {i.step for i in result.invocations}
-    assert steps == {"fxtr.agents.turn", "fxtr.agents.tool", "fxtr.agents.score"}
+    assert steps == {
+        "fxtr.agents.turn",
+        "fxtr.agents.tool",
+        "fxtr.agents.trajectory",
+        "fxtr.agents.score",
+    }
     # the mock saw the tool's result as a tool message, with the id stable from the turn
     second = [r for r in CALC.api().requests if isinstance(r.context[-1], ToolMessage)][-1]
     assert second.context[-1].results[0].tool_call_id == "call_0_0"
@@ -400,9 +405,8 @@ def test_a_simulated_user_answers_until_it_says_stop(tmp_path):
         evaluate, _inputs(agent, [agent_model], cases, scorer(_trajectory_facts)), store=tmp_path
     )
     assert result.status == "succeeded"
-    steps = [
-        i.address.rsplit("/", 1)[1] for i in result.invocations if i.step != "fxtr.agents.score"
-    ]
+    asked = ("fxtr.agents.turn", "fxtr.agents.user")
+    steps = [i.address.rsplit("/", 1)[1] for i in result.invocations if i.step in asked]
     assert sorted(steps) == ["turn[0]", "turn[1]", "user[0]", "user[1]"]
     score = result.output.to_dict()[agent_model.name]["r"][0]
     assert "stop=user_stop" in score.explanation
@@ -444,3 +448,35 @@ def bad_env(case: Case) -> object:
 
 def _bad_call(request: ModelRequest) -> object:
     return tool_call("bad_result")
+
+
+FLAKY = {"on": True}
+
+
+def _flaky_steps(request: ModelRequest) -> object:
+    if FLAKY["on"] and sum(type(m).__name__ == "AssistantMessage" for m in request.context) == 2:
+        raise RuntimeError("provider hiccup")
+    return ex.step_script(request)
+
+
+def test_a_failed_turn_fails_the_job_and_resume_goes_on_from_it(tmp_path):
+    """The trajectory stops at the failed turn; resume replays up to it and continues."""
+    import asyncio
+
+    mock = register_mock("agent-flaky", _flaky_steps)
+    cases = ex.STEP_CASES[:2]
+    inputs = _inputs(ex.STEP_AGENT, [mock], cases, state_matches(ex.counter_expected))
+    first = fxtr.run(evaluate, inputs, store=tmp_path)
+    assert first.status == "failed"
+    failed = sorted(i.address.rsplit("/", 1)[1] for i in first.invocations if i.status == "failed")
+    assert failed == ["turn[2]", "turn[2]"]
+    asked = len(mock.api().requests)
+    FLAKY["on"] = False
+    try:
+        second = asyncio.run(fxtr.resume(first.job_id, store=tmp_path))
+    finally:
+        FLAKY["on"] = True
+    assert second.status == "succeeded"
+    assert len(mock.api().requests) - asked == 2 * 3  # turns 2, 3 and 4 of each case
+    values = [s[0].value for s in second.output.to_dict()[mock.name].values()]
+    assert values == [1.0, 1.0]

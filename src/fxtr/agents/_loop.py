@@ -213,17 +213,21 @@ async def run_tool(context: StepContext, tool: Tool, call: ToolCall, env: Any) -
 
 @step(name="fxtr.agents.score")
 async def score_trajectory(
-    context: StepContext, scorer: Scorer, case: Case, trajectory: Trajectory
+    context: StepContext,
+    scorer: Scorer,
+    case: Case,
+    trajectory: Trajectory | BoundID[Trajectory],
 ) -> Score:
     """Grade a trajectory: text scorers and judges its answer, agent scorers the whole of it."""
+    if isinstance(trajectory, BoundID):  # the agent workflow's result, by reference
+        trajectory = await context.load(trajectory)
     return await grade_trajectory(context, scorer, case, trajectory)
 
 
-@step(name="fxtr.agents.unfinished")
-async def unfinished(context: StepContext, waiting: Any) -> Trajectory:
-    """Stands for a trajectory whose next step failed or awaits review; it never runs."""
-    msg = "an unfinished trajectory was asked for its value"  # pragma: no cover
-    raise RuntimeError(msg)  # pragma: no cover
+@step(name="fxtr.agents.trajectory")
+async def finish(context: StepContext, trajectory: Trajectory) -> Trajectory:
+    """The finished trajectory, kept in the record (the summary and the viewer read it)."""
+    return trajectory
 
 
 # --- the loop ---------------------------------------------------------------------------
@@ -336,15 +340,21 @@ async def agent_loop(
     agent: Agent,
     model: ScalarHandle[BoundID[Model]],
     case: ScalarHandle[BoundID[Case]],
-) -> ScalarHandle[Trajectory]:
-    """One trajectory: turns, tool calls and simulated-user replies until a stop."""
+) -> ScalarHandle[Any]:
+    """One trajectory: turns, tool calls and simulated-user replies until a stop.
+
+    Its result is the ``Trajectory`` (typed ``Any`` because a trajectory whose next step
+    failed or awaits review returns that step's handle: it has no value, so its score is
+    skipped and the job ends ``failed`` or ``needs_review`` as that step says, and a resume
+    replays the same operations up to it and goes on).
+    """
     try:
         trajectory = await _run(context, agent, model, case)
     except _Waiting as waiting:
-        # its step failed (the job fails) or awaits review (the job needs review)
-        pending = context.run_step("trajectory", unfinished, {"waiting": waiting.handle})
-        return pending  # type: ignore[return-value]  # a scalar handle, typed as the array's
-    done = context.add_source_array("trajectory", Array.scalar(trajectory, Trajectory))
+        return waiting.handle  # type: ignore[return-value]  # a scalar handle
+    done = context.run_step(
+        "trajectory", finish, {"trajectory": Array.scalar(trajectory, Trajectory)}
+    )
     return done  # type: ignore[return-value]
 
 
