@@ -188,6 +188,8 @@ async def run_tool(context: StepContext, tool: Tool, call: ToolCall, env: Any) -
         TypeError: the tool returned a value that cannot be sent to the model, or left an
             environment that cannot be stored (a bug to fix, not the model's doing).
     """
+    if isinstance(env, BoundID):
+        env = await context.load(env)
     state = decode_text(encode_text(env)) if env is not None else None  # never the caller's
     arguments = {k: v for k, v in call.arguments.items() if k != "env"}
     if tool.uses_env:
@@ -352,9 +354,7 @@ async def agent_loop(
         trajectory = await _run(context, agent, model, case)
     except _Waiting as waiting:
         return waiting.handle  # type: ignore[return-value]  # a scalar handle
-    done = context.run_step(
-        "trajectory", finish, {"trajectory": Array.scalar(trajectory, Trajectory)}
-    )
+    done = context.run_step("trajectory", finish, {"trajectory": await context.store(trajectory)})
     return done  # type: ignore[return-value]
 
 
@@ -398,7 +398,7 @@ async def _run(
             context.run_step(
                 f"turn[{i}]",
                 turn,
-                {"model": model_handle, "request": Array.scalar(request, ModelRequest)},
+                {"model": model_handle, "request": await context.store(request)},
             ),
         )
         totals.add_turn(t)
@@ -427,10 +427,8 @@ async def _run(
                     f"user[{i}]",
                     simulate_user,
                     {
-                        "model": Array.scalar(agent.user.model, Model),
-                        "request": Array.scalar(
-                            user_request(agent.user, case, messages), ModelRequest
-                        ),
+                        "model": await context.store(agent.user.model),
+                        "request": await context.store(user_request(agent.user, case, messages)),
                     },
                 ),
             )
@@ -462,6 +460,13 @@ async def _run(
         cost=totals.cost,
         simulated=tuple(simulated),
     )
+
+
+async def _env_input(context: WorkflowContext, env: Any) -> Any:
+    """An environment as a step input: an entity by reference (encoded once, when stored)."""
+    if isinstance(env, Entity):
+        return await context.store(env)
+    return Array.scalar(env, Any)
 
 
 async def _tool_calls(
@@ -500,9 +505,9 @@ async def _tool_calls(
             f"tool[{i},{j}]",
             run_tool,
             {
-                "tool": Array.scalar(tool, Tool),
-                "call": Array.scalar(c, ToolCall),
-                "env": Array.scalar(env if tool.uses_env else None, Any),
+                "tool": await context.store(tool),
+                "call": await context.store(c),
+                "env": await _env_input(context, env if tool.uses_env else None),
             },
         )
         if tool.uses_env:
