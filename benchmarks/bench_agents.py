@@ -80,7 +80,9 @@ def main() -> None:
     parser.add_argument("--verify", action="store_true", help="verify by replay (as pytest does)")
     args = parser.parse_args()
     model = register_mock("bench-agent", script, delay=args.delay)
-    cases = [Case(id=f"c{i}", input=f"task {i}", target="total 4") for i in range(args.trajectories)]
+    cases = [
+        Case(id=f"c{i}", input=f"task {i}", target="total 4") for i in range(args.trajectories)
+    ]
     inputs = {
         "model": Array.from_mapping({model.name: model}, dims=["model"]),
         "case": Array.from_mapping({c.id: c for c in cases}, dims=["case"]),

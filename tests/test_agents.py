@@ -412,6 +412,16 @@ def test_a_simulated_user_answers_until_it_says_stop(tmp_path):
     assert "stop=user_stop" in score.explanation
     last = agent_model.api().requests[-1]
     assert user_text(last) == "customer line 1"
+    from fxtr.report import load_job
+    from fxtr.store import open_store
+
+    view = load_job(open_store(tmp_path), result.job_id)
+    roles = {
+        inv["step"]: {c.get("role") for c in inv.get("model_calls") or []}
+        for inv in view.invocations.values()
+        if inv["step"] in asked
+    }
+    assert roles == {"fxtr.agents.turn": {"subject"}, "fxtr.agents.user": {"user_sim"}}
 
 
 def test_non_serialisable_tool_results_and_environments_fail_with_the_fix(tmp_path):
