@@ -125,7 +125,8 @@ class Agent(Entity):
             path = path_of(env, "environment function (Agent(env=...))")
             env_code = _normalized_source_hash(env)
             env = path
-        elif env is not None:
+        elif env is not None and env_code is None:
+            # a path written by hand (not one read back from the record, which has its code)
             import_path(env, "environment function (Agent(env=...))")
         if not isinstance(max_turns, int) or max_turns < 1:
             msg = f"Agent(max_turns={max_turns!r}) needs an int >= 1."
