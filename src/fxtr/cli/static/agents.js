@@ -26,7 +26,7 @@
     }
     var cls = "ev ev-tool" + (e.is_error ? " tool-error" : "");
     return el("li", { class: cls, "data-call": e.id }, [
-      el("div", { class: "who", text: "tool result · " + e.name + (e.is_error ? " · error" : "") }),
+      el("div", { class: "who", text: "tool result · " + e.name + (e.is_error ? " · error (reason tool_error)" : "") }),
       el("pre", { text: e.content })]);
   }
 
