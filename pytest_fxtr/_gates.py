@@ -63,21 +63,46 @@ def find_baseline(store: Any, ref: str, eval_key: str, run_id: str, here: Path) 
 
 
 def _latest(store: Any, eval_key: str, run_id: str) -> Baseline:
-    """The newest earlier job of the eval that has scores.
+    """The newest earlier job of the eval whose evaluation is complete (DESIGN §8).
 
-    A job where nothing was scored (every case awaited review, say) is no baseline.
+    A job with an invocation left in review, or a group without scores (every case of a
+    model awaited review, say), is never ``latest``: comparing with it would pair nothing.
     """
     candidates = []
     for record in store.iter_jobs():
         evaluation = record.get("evaluation") or {}
         if evaluation.get("eval") != eval_key or record["job_id"].startswith(f"{run_id}-"):
             continue
-        if any(v is not None for c in evaluation.get("cells") or [] for v in c["values"]):
-            candidates.append((record.get("created_at") or 0.0, record["job_id"], evaluation))
-    if not candidates:
-        return Baseline(None, None, None, note=f"no earlier job of {eval_key} has scores")
-    _, job_id, evaluation = max(candidates, key=lambda c: (c[0], c[1]))
-    return Baseline(job_id, "store", evaluation["cells"])
+        candidates.append((record.get("created_at") or 0.0, record["job_id"], record))
+    passed_over = 0
+    for _, job_id, record in sorted(candidates, key=lambda c: (c[0], c[1]), reverse=True):
+        if complete_evaluation(store, record):
+            return Baseline(job_id, "store", record["evaluation"]["cells"])
+        passed_over += 1
+    why = f"no earlier job of {eval_key} has a complete evaluation"
+    if passed_over:
+        why += f" ({passed_over} passed over: a case left in review, or a group without scores)"
+    return Baseline(None, None, None, note=why)
+
+
+def complete_evaluation(store: Any, record: dict[str, Any]) -> bool:
+    """Whether a job can be ``latest``: scored in every group, no invocation left in review.
+
+    The invocations are read only for a failed job (its status hides a review under the
+    failure); a job that ended ``needs_review`` is passed over from its record alone.
+    """
+    evaluation = record.get("evaluation") or {}
+    groups = evaluation.get("groups") or []
+    if not groups or any(g.get("mean") is None for g in groups):
+        return False
+    attempts = record.get("attempts") or [{}]
+    status = attempts[-1].get("status") if isinstance(attempts[-1], dict) else None
+    if status == "needs_review":
+        return False
+    if status == "failed":
+        invocations = store.job_invocations(record["job_id"]).values()
+        return not any(inv.get("status") == "needs_review" for inv in invocations)
+    return True
 
 
 def _from_report(path: Path, ref: str, eval_key: str) -> Baseline:

@@ -1,0 +1,133 @@
+"""Results that agree (issue 27): the baseline `latest`, verdicts, cost by role, the summary.
+
+Driven from a user's side with pytester: a real eval module, run as a user runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+EVAL = textwrap.dedent(
+    """
+    import hashlib
+    import json
+    import os
+    from typing import Annotated
+
+    import pytest
+
+    from fxtr import ArrayHandle, StepContext, WorkflowContext, step, workflow
+    from fxtr.experiment.arrays import Array
+
+    TABLE = json.loads(os.environ["SCORES"])
+    MODELS = sorted(TABLE)
+    CASES = sorted(TABLE[MODELS[0]])
+    # each model's own settings: changing one model's scores changes only its cells' inputs
+    VARIANTS = {
+        m: hashlib.sha256(json.dumps(TABLE[m], sort_keys=True).encode()).hexdigest()[:12]
+        for m in MODELS
+    }
+
+    @step(name="m.score")
+    async def score(context: StepContext, model: str, case: str, variant: str) -> float:
+        return TABLE[model][case]
+
+    @workflow(name="m.evaluate")
+    async def evaluate(
+        context: WorkflowContext,
+        model: Annotated[ArrayHandle[str], "[model: str]"],
+        case: Annotated[ArrayHandle[str], "[case: str]"],
+        variant: Annotated[ArrayHandle[str], "[model: str]"],
+    ) -> Annotated[ArrayHandle[float], "[model: str, case: str]"]:
+        return context.run_step(
+            "score", score, {"model": model, "case": case, "variant": variant},
+            map_over=["model", "case"],
+        )
+
+    @pytest.mark.fxtr(evaluate, dims={"model": "model", "case": "case"},
+                      inputs={"variant": Array.from_mapping(VARIANTS, dims=["model"])})
+    @pytest.mark.parametrize("model", MODELS)
+    @pytest.mark.parametrize("case", CASES)
+    def test_m(model, case, result):
+        pass
+    """
+)
+
+
+@pytest.fixture(autouse=True)
+def _ini(pytester, monkeypatch):
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+
+
+def scores_of(a, b):
+    """Ten cases per model: ``a`` and ``b`` are the lists of their scores."""
+    return {"a": {f"c{i:02d}": v for i, v in enumerate(a)},
+            "b": {f"c{i:02d}": v for i, v in enumerate(b)}}
+
+
+def run(pytester, monkeypatch, table, *args):
+    monkeypatch.setenv("SCORES", json.dumps(table))
+    pytester.makepyfile(test_m=EVAL)
+    result = pytester.runpytest("-p", "no:cacheprovider", "--fxtr-report", "r.json", *args)
+    report = json.loads((pytester.path / "r.json").read_text())
+    return result, report["jobs"][0]
+
+
+def verdicts(job):
+    return {g["group"]["model"]: g.get("baseline", {}).get("verdict") for g in job["scores"]}
+
+
+def test_latest_skips_a_job_whose_changed_model_went_to_review(pytester, monkeypatch):
+    """A run whose changed model awaited review is no baseline: `latest` is the run before.
+
+    The regression 1.000 -> 0.300 of model a is caught (exit 1) against that earlier run;
+    against the half-reviewed job, where a has no scores, a is `not compared`, never `no
+    significant change`.
+    """
+    before = scores_of([1.0] * 10, [1.0] * 8 + [0.0] * 2)
+    after = scores_of([1.0] * 3 + [0.0] * 7, [1.0] * 8 + [0.0] * 2)
+    first, base = run(pytester, monkeypatch, before)
+    assert first.ret == 0
+    review, half = run(pytester, monkeypatch, after)
+    assert review.ret == 1  # model a's cases await review
+    assert half["status"] == "needs_review"
+    latest, job = run(pytester, monkeypatch, after, "--fxtr-baseline", "latest",
+                      "--fxtr-cache-conflict", "overwrite")
+    assert latest.ret == 1, latest.stdout.str()
+    assert verdicts(job) == {"a": "regressed", "b": "no significant change"}
+    a = next(g for g in job["scores"] if g["group"] == {"model": "a"})
+    assert a["baseline"]["job_id"] == base["job_id"] and a["baseline"]["n_paired"] == 10
+    latest.stdout.fnmatch_lines([f"baseline: job {base['job_id']}"])
+    assert latest.stdout.lines[-2].startswith("fxtr: regression in test_m.py::test_m (model=a)")
+    # named explicitly, the half-reviewed job pairs nothing for model a: not compared
+    explicit, job = run(pytester, monkeypatch, after, "--fxtr-baseline", half["job_id"])
+    assert explicit.ret == 0
+    assert verdicts(job) == {"a": "not compared", "b": "no significant change"}
+    explicit.stdout.fnmatch_lines(["model=a*-*0.300*-*-*0*not compared"])
+
+
+def test_latest_with_only_incomplete_earlier_jobs_is_a_note(pytester, monkeypatch):
+    """Every earlier job left a case in review: no baseline, said why, and the run passes."""
+    before = scores_of([1.0] * 10, [1.0] * 10)
+    after = scores_of([0.0] * 10, [1.0] * 10)
+    monkeypatch.setenv("SCORES", json.dumps(before))
+    pytester.makepyfile(test_m=EVAL)
+    assert pytester.runpytest("-p", "no:cacheprovider").ret == 0
+    from fxtr.store import open_store
+
+    store = open_store(pytester.path / ".fxtr")
+    (only,) = [r["job_id"] for r in store.iter_jobs()]
+    review, _ = run(pytester, monkeypatch, after)
+    assert review.ret == 1
+    # the complete first job is made another eval's: only the half-reviewed one is left
+    record = store.get_job(only)
+    record["evaluation"]["eval"] = "elsewhere.py::test_other"
+    store.put_job(record)
+    result, _ = run(pytester, monkeypatch, after, "--fxtr-baseline", "latest")
+    result.stdout.fnmatch_lines(
+        ["fxtr: no baseline: no earlier job of test_m.py::test_m has a complete evaluation (1*"]
+    )
