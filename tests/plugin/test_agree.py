@@ -65,8 +65,10 @@ def _ini(pytester, monkeypatch):
 
 def scores_of(a, b):
     """Ten cases per model: ``a`` and ``b`` are the lists of their scores."""
-    return {"a": {f"c{i:02d}": v for i, v in enumerate(a)},
-            "b": {f"c{i:02d}": v for i, v in enumerate(b)}}
+    return {
+        "a": {f"c{i:02d}": v for i, v in enumerate(a)},
+        "b": {f"c{i:02d}": v for i, v in enumerate(b)},
+    }
 
 
 def run(pytester, monkeypatch, table, *args):
@@ -95,8 +97,15 @@ def test_latest_skips_a_job_whose_changed_model_went_to_review(pytester, monkeyp
     review, half = run(pytester, monkeypatch, after)
     assert review.ret == 1  # model a's cases await review
     assert half["status"] == "needs_review"
-    latest, job = run(pytester, monkeypatch, after, "--fxtr-baseline", "latest",
-                      "--fxtr-cache-conflict", "overwrite")
+    latest, job = run(
+        pytester,
+        monkeypatch,
+        after,
+        "--fxtr-baseline",
+        "latest",
+        "--fxtr-cache-conflict",
+        "overwrite",
+    )
     assert latest.ret == 1, latest.stdout.str()
     assert verdicts(job) == {"a": "regressed", "b": "no significant change"}
     a = next(g for g in job["scores"] if g["group"] == {"model": "a"})
