@@ -12,6 +12,7 @@ import pytest
 
 EVAL = textwrap.dedent(
     """
+    import asyncio
     import hashlib
     import json
     import os
@@ -23,16 +24,23 @@ EVAL = textwrap.dedent(
     from fxtr.experiment.arrays import Array
 
     TABLE = json.loads(os.environ["SCORES"])
+    FAIL = set(os.environ.get("FAIL", "").split(","))  # cases whose step raises
+    SLOW = set(os.environ.get("SLOW", "").split(","))  # cases whose step hangs
     MODELS = sorted(TABLE)
     CASES = sorted(TABLE[MODELS[0]])
     # each model's own settings: changing one model's scores changes only its cells' inputs
+    SALT = os.environ.get("SALT", "")  # another version of every model's settings
     VARIANTS = {
-        m: hashlib.sha256(json.dumps(TABLE[m], sort_keys=True).encode()).hexdigest()[:12]
+        m: hashlib.sha256((SALT + json.dumps(TABLE[m], sort_keys=True)).encode()).hexdigest()
         for m in MODELS
     }
 
     @step(name="m.score")
     async def score(context: StepContext, model: str, case: str, variant: str) -> float:
+        if case in FAIL:
+            raise ConnectionError(f"the scorer of {case} is down")
+        if case in SLOW:
+            await asyncio.sleep(600)
         return TABLE[model][case]
 
     @workflow(name="m.evaluate")
@@ -59,7 +67,8 @@ EVAL = textwrap.dedent(
 
 @pytest.fixture(autouse=True)
 def _ini(pytester, monkeypatch):
-    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+    for name in ("GITHUB_STEP_SUMMARY", "FAIL", "SLOW", "SALT"):
+        monkeypatch.delenv(name, raising=False)
     pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
 
 

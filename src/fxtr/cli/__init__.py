@@ -117,8 +117,9 @@ def _cell(value: Any) -> str:
     return "-" if value is None or value == "" else str(value)
 
 
-JOB_STATUSES = ("succeeded", "failed", "needs_review", "error", "running")
-"""What an attempt of a job can end as (``running`` while it runs)."""
+JOB_STATUSES = ("succeeded", "failed", "needs_review", "error", "running", "interrupted")
+"""What an attempt of a job can end as (``running`` while it runs, ``interrupted`` when its
+process died before it ended)."""
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -292,7 +293,31 @@ def cmd_resume(args: argparse.Namespace) -> int:
     )
     for inv in failed:
         print(f"  {inv.address}: {inv.reason}: {inv.error}")
-    return 0 if result.status == "succeeded" else 1
+    gate_passed = _reevaluate(store, result)
+    return 0 if result.status == "succeeded" and gate_passed is not False else 1
+
+
+def _reevaluate(store: Store, result: Any) -> bool | None:
+    """An eval job's scores, gate and verdicts, computed again from the resumed attempt.
+
+    Prints the new score groups and gate as ``fxtr show`` does; ``None`` for a job that is
+    not an eval.
+    """
+    from pytest_fxtr._gates import reevaluate
+
+    evaluation = reevaluate(store, result.job_id, result)
+    if evaluation is None:
+        if store.get_job(result.job_id).get("run_tag"):  # launched by pytest, never scored
+            print(
+                "  note: this eval job was never scored (its pytest run stopped first); "
+                "`pytest --fxtr-resume` scores and gates it"
+            )
+        return None
+    _print_evaluation(store.get_job(result.job_id))
+    for note in evaluation.get("notes") or []:
+        print(f"  note: {note}")
+    passed: bool = evaluation["gate"]["passed"]
+    return passed
 
 
 def cmd_cache(args: argparse.Namespace) -> int:

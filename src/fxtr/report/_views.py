@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from fxtr.report._evals import evaluation_of, gate_label, model_call_view
+from fxtr.report._names import live_status
 from fxtr.report._values import render_value
 from fxtr.store import Store
 from fxtr.tracing._jobgraph import address_segments, parent_address, source_op, strip_keys
@@ -39,8 +40,8 @@ class JobView:
 
     @property
     def status(self) -> str | None:
-        status: str | None = self.attempt.get("status")
-        return status
+        """The last attempt's status; ``interrupted`` when its process died while running."""
+        return live_status(self.attempt)
 
 
 def load_job(store: Store, job_id: str) -> JobView:
