@@ -111,52 +111,14 @@ def describe(group: dict[str, Any]) -> str:
 
 
 def cost_rows(invocations: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Calls, tokens and dollars per model for this attempt, the judge labelled as judge.
+    """Calls, tokens and dollars per model and role for this attempt (one row for each).
 
-    A model whose price is unknown has ``usd`` ``None`` (shown ``n/a``).
+    A model that was the subject and a judge has two rows (``fxtr.report``'s
+    ``cost_rows``); a row whose price is unknown has ``usd`` ``None`` (shown ``n/a``).
     """
-    rows: dict[str, dict[str, Any]] = {}
-    for inv in invocations:
-        roles: dict[str, set[str]] = defaultdict(set)
-        for call in inv.get("model_calls") or []:
-            roles[call.get("model")].add(call.get("role") or "subject")
-        by_role = inv.get("cost_by_role") or {}
-        if not roles and len(by_role) == 1:  # served from the cache: no call details
-            for model in inv.get("cost_by_model") or {}:
-                roles[model].update(by_role)
-        for model, use in (inv.get("cost_by_model") or {}).items():
-            row = rows.setdefault(
-                model,
-                {
-                    "model": model,
-                    "roles": set(),
-                    "calls": 0,
-                    "input_tokens": 0,
-                    "output_tokens": 0,
-                    "usd": 0.0,
-                    "saved_usd": 0.0,
-                    "priced": True,
-                },
-            )
-            row["roles"] |= roles.get(model) or {"subject"}
-            if use.get("calls") and use.get("usd") is None:
-                row["priced"] = False
-            if inv.get("from_cache"):
-                row["saved_usd"] += use.get("usd") or 0.0
-                continue
-            row["calls"] += use.get("calls", 0)
-            row["input_tokens"] += use.get("input_tokens", 0)
-            row["output_tokens"] += use.get("output_tokens", 0)
-            row["usd"] += use.get("usd") or 0.0
-    for row in rows.values():
-        if not row["priced"]:
-            row["usd"] = row["saved_usd"] = None
-        row["role"] = (
-            "judge"
-            if row["roles"] == {"judge"}
-            else ("subject, judge" if len(row["roles"]) > 1 else "subject")
-        )
-    return sorted(rows.values(), key=lambda r: (r["role"] != "subject", r["model"]))
+    from fxtr.report._views import cost_rows as rows_of
+
+    return rows_of(invocations)
 
 
 def cost_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -170,7 +132,7 @@ def cost_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "output_tokens": sum(r["output_tokens"] for r in rows),
         "usd": sum(r["usd"] for r in priced) if priced else None,
         "saved_usd": sum(r["saved_usd"] for r in priced) if priced else None,
-        "unpriced": sum(1 for r in rows if r["usd"] is None),
+        "unpriced": sum(r["unpriced_calls"] for r in rows),
     }
 
 
@@ -181,6 +143,7 @@ def _total_usd(total: dict[str, Any], key: str = "usd") -> str:
 
 def _model_label(row: dict[str, Any]) -> str:
     return row["model"] if row["role"] == "subject" else f"{row['model']} ({row['role']})"
+
 
 
 # the terminal summary

@@ -149,3 +149,80 @@ def test_latest_with_only_incomplete_earlier_jobs_is_a_note(pytester, monkeypatc
     result.stdout.fnmatch_lines(
         ["fxtr: no baseline: no earlier job of test_m.py::test_m has a complete evaluation (1*"]
     )
+
+
+COST_EVAL = """
+import pytest
+from typing import Annotated
+from fxtr import ArrayHandle, StepContext, WorkflowContext, step, workflow
+from fxtr.models import ContentText, MockModelAPI, ModelRequest, UserMessage
+from fxtr.tracing._recorder import call_role
+
+SUBJECT = MockModelAPI("gpt-4o-mini", "an answer " * 50)
+JUDGE = MockModelAPI("gpt-4o-mini", "GRADE: C")  # the subject model judges itself
+OTHER = MockModelAPI("nobody-prices-this-model", "an answer")
+
+@step(name="c.ask")
+async def ask(context: StepContext, q: str) -> float:
+    request = ModelRequest(context=(UserMessage(content=(ContentText(text=q * 40),)),))
+    await SUBJECT.generate(request)
+    await OTHER.generate(request)
+    token = call_role.set("judge")
+    try:
+        await JUDGE.generate(request)
+    finally:
+        call_role.reset(token)
+    return 1.0
+
+@workflow(name="c.wf")
+async def wf(context: WorkflowContext, q: Annotated[ArrayHandle[str], "[case: str]"]
+             ) -> Annotated[ArrayHandle[float], "[case: str]"]:
+    return context.run_step("ask", ask, {"q": q}, map_over=["case"])
+
+@pytest.mark.fxtr(wf)
+@pytest.mark.parametrize("q", ["one", "two"])
+def test_cost(q, result):
+    assert result == 1.0
+"""
+
+
+def test_report_cost_by_role_and_unpriced_calls(pytester):
+    """The report's cost has `by_role`; the subject model as judge keeps its own row and role;
+    an unpriced model is `usd: null`, counted in `unpriced_calls`, and the total is the known
+    sum."""
+    pytester.makepyfile(test_cost=COST_EVAL)
+    result = pytester.runpytest("-W", "ignore::UserWarning", "--fxtr-report", "r.json")
+    result.assert_outcomes(passed=2)
+    (job,) = json.loads((pytester.path / "r.json").read_text())["jobs"]
+    cost = job["cost"]
+    assert set(cost["by_role"]) == {"subject", "judge"}
+    assert cost["by_role"]["judge"]["calls"] == 2 and cost["by_role"]["subject"]["calls"] == 4
+    assert cost["by_model"]["nobody-prices-this-model"]["usd"] is None
+    assert cost["by_model"]["nobody-prices-this-model"]["unpriced_calls"] == 2
+    priced = cost["by_model"]["gpt-4o-mini"]
+    assert priced["calls"] == 4 and priced["usd"] > 0 and priced["unpriced_calls"] == 0
+    assert cost["usd"] == pytest.approx(priced["usd"]) and cost["unpriced_calls"] == 2
+    assert cost["by_role"]["subject"]["unpriced_calls"] == 2
+    judge, subject = cost["by_role"]["judge"]["usd"], cost["by_role"]["subject"]["usd"]
+    assert judge + subject == pytest.approx(priced["usd"])
+    result.stdout.fnmatch_lines(
+        [
+            "model*calls*in tokens*out tokens*cost*saved by cache",
+            "gpt-4o-mini  *2*",
+            "nobody-prices-this-model  *2*n/a*n/a",
+            "gpt-4o-mini (judge)  *2*",
+            "total*6*+ n/a*",
+        ]
+    )
+    assert "subject, judge" not in result.stdout.str()
+
+
+def test_report_cost_total_is_null_when_no_call_has_a_price(pytester):
+    """Only unpriced calls: the report's total is `null`, never 0.0."""
+    text = COST_EVAL.replace('"gpt-4o-mini"', '"nobody-prices-this-either"')
+    pytester.makepyfile(test_cost=text)
+    result = pytester.runpytest("-W", "ignore::UserWarning", "--fxtr-report", "r.json")
+    result.assert_outcomes(passed=2)
+    (job,) = json.loads((pytester.path / "r.json").read_text())["jobs"]
+    assert job["cost"]["usd"] is None and job["cost"]["unpriced_calls"] == 6
+    assert job["cost"]["by_role"]["judge"]["usd"] is None
