@@ -226,3 +226,62 @@ def test_report_cost_total_is_null_when_no_call_has_a_price(pytester):
     (job,) = json.loads((pytester.path / "r.json").read_text())["jobs"]
     assert job["cost"]["usd"] is None and job["cost"]["unpriced_calls"] == 6
     assert job["cost"]["by_role"]["judge"]["usd"] is None
+
+
+SDK_EVAL = """
+import httpx2
+import openai
+import pytest
+from typing import Annotated
+from fxtr import ArrayHandle, StepContext, WorkflowContext, step, workflow
+
+
+def refuse(request):
+    raise httpx2.ConnectError("connection refused")
+
+
+@step(name="s.ask")
+async def ask(context: StepContext, q: str) -> float:
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(refuse))
+    client = openai.AsyncOpenAI(api_key="sk-test", max_retries=0, http_client=http)
+    if q == "mine":
+        raise ConnectionError("my own tool could not connect")
+    await client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": q}]
+    )
+    return 1.0
+
+
+@workflow(name="s.wf")
+async def wf(context: WorkflowContext, q: Annotated[ArrayHandle[str], "[case: str]"]
+             ) -> Annotated[ArrayHandle[float], "[case: str]"]:
+    return context.run_step("ask", ask, {"q": q}, map_over=["case"])
+
+
+@pytest.mark.fxtr(wf)
+@pytest.mark.parametrize("q", ["sdk", "mine"])
+def test_sdk(q, result):
+    pass
+"""
+
+
+def test_a_step_failed_by_its_model_call_takes_the_calls_reason(pytester):
+    """The SDK's refused connection: the call is `unknown` (a transport failure, DESIGN §3)
+    and so is the step it failed; the step's own ConnectionError stays `tool_error`."""
+    pytest.importorskip("openai")
+    pytest.importorskip("httpx2")
+    pytester.makepyfile(test_sdk=SDK_EVAL)
+    result = pytester.runpytest("--fxtr-report", "r.json")
+    result.assert_outcomes(failed=2)
+    (job,) = json.loads((pytester.path / "r.json").read_text())["jobs"]
+    reasons = {i["address"].rsplit("=", 1)[1].rstrip("]"): i["reason"] for i in job["invocations"]}
+    assert reasons == {"sdk": "unknown", "mine": "tool_error"}
+    from fxtr.store import open_store
+
+    store = open_store(pytester.path / ".fxtr")
+    invocations = store.job_invocations(job["job_id"])
+    (sdk,) = [i for a, i in invocations.items() if "case=sdk" in a]
+    (call,) = sdk["model_calls"]
+    assert call["reason"] == sdk["reason"] == "unknown"
+    assert call["category"] == sdk["category"] == "connection"
+    result.stdout.fnmatch_lines(["*failed [[]unknown[]]*APIConnectionError*"])
