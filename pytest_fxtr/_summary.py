@@ -145,7 +145,6 @@ def _model_label(row: dict[str, Any]) -> str:
     return row["model"] if row["role"] == "subject" else f"{row['model']} ({row['role']})"
 
 
-
 # the terminal summary
 
 
@@ -259,14 +258,50 @@ def _job_block(tr: Any, job_id: str, info: dict[str, Any], verbose: int) -> None
             "read, and were recomputed; e.g."
         )
         tr.write_line(short(f"  {damaged[0]}", WIDTH))
+    for line in hermeticity_lines(invocations, verbose):
+        tr.write_line(line)
+
+
+def hermeticity_lines(invocations: list[dict[str, Any]], verbose: int) -> list[str]:
+    """The summary's lines on invocations that touched local state.
+
+    The first notice in full, wrapped (never cut) to the summary's width; with ``-v`` every
+    invocation and every notice.
+    """
+    import textwrap
+
     noticed = [i for i in invocations if i.get("warnings")]
-    if noticed:
-        tr.write_line("")
-        tr.write_line(f"hermeticity: {len(noticed)} invocation(s) touched local state; e.g.")
-        tr.write_line(short(f"  {noticed[0]['address']}: {noticed[0]['warnings'][0]}", WIDTH))
-        if verbose > 0:
-            for inv in noticed[1:]:
-                tr.write_line(short(f"  {inv['address']}: {'; '.join(inv['warnings'])}", WIDTH))
+    if not noticed:
+        return []
+    lines = ["", f"hermeticity: {len(noticed)} invocation(s) touched local state"]
+    if verbose > 0:
+        shown = [(inv["address"], inv["warnings"]) for inv in noticed]
+    else:
+        first = noticed[0]
+        shown = [(first["address"], first["warnings"][:1])]
+        lines[-1] += "; e.g. (-v lists all)"
+    for address, notices in shown:
+        lines.extend(
+            textwrap.wrap(
+                address,
+                WIDTH - 2,
+                initial_indent="  ",
+                subsequent_indent="    ",
+                break_on_hyphens=False,
+            )
+            or ["  "]
+        )
+        for notice in notices:
+            lines.extend(
+                textwrap.wrap(
+                    notice,
+                    WIDTH - 4,
+                    initial_indent="    ",
+                    subsequent_indent="      ",
+                    break_on_hyphens=False,
+                )
+            )
+    return lines
 
 
 def _failures_block(tr: Any, invocations: list[dict[str, Any]], verbose: int) -> None:

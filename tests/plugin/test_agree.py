@@ -6,7 +6,9 @@ Driven from a user's side with pytester: a real eval module, run as a user runs 
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -285,3 +287,128 @@ def test_a_step_failed_by_its_model_call_takes_the_calls_reason(pytester):
     assert call["reason"] == sdk["reason"] == "unknown"
     assert call["category"] == sdk["category"] == "connection"
     result.stdout.fnmatch_lines(["*failed [[]unknown[]]*APIConnectionError*"])
+
+
+HERMETIC_EVAL = """
+import os
+import httpx2
+import openai
+import pytest
+from typing import Annotated
+from fxtr import ArrayHandle, StepContext, WorkflowContext, step, workflow
+
+
+def answer(request):
+    return httpx2.Response(200, json={
+        "id": "c1", "object": "chat.completion", "created": 0, "model": "gpt-4o-mini",
+        "choices": [{"index": 0, "finish_reason": "stop",
+                     "message": {"role": "assistant", "content": "Paris"}}],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
+    })
+
+
+@step(name="h.ask")
+async def ask(context: StepContext, q: str) -> float:
+    import reads_at_import  # a module whose import reads a setting: not this step's read
+
+    http = httpx2.AsyncClient(transport=httpx2.MockTransport(answer))
+    client = openai.AsyncOpenAI(api_key="sk-test", max_retries=0, http_client=http)
+    reply = await client.chat.completions.create(
+        model="gpt-4o-mini", messages=[{"role": "user", "content": q}]
+    )
+    if q == "knob":
+        os.environ["MY_OWN_KNOB_" + "X" * 120]  # the step's own read, a long name
+    return float(reply.choices[0].message.content == "Paris")
+
+
+@workflow(name="h.wf")
+async def wf(context: WorkflowContext, q: Annotated[ArrayHandle[str], "[case: str]"]
+             ) -> Annotated[ArrayHandle[float], "[case: str]"]:
+    return context.run_step("ask", ask, {"q": q}, map_over=["case"])
+
+
+@pytest.mark.fxtr(wf)
+@pytest.mark.parametrize("q", ["plain", "knob"])
+def test_h(q, result):
+    assert result == 1.0
+"""
+
+
+def test_hermeticity_notices_only_the_steps_own_reads(pytester, monkeypatch):
+    """An openai-SDK step reads nothing of the user's (the SDK's platform probes, pydantic's
+    settings and a module's import-time reads are not notices); the step's own
+    `os.environ[...]` is, printed whole within 100 columns; `-v` lists every notice."""
+    pytest.importorskip("openai")
+    pytest.importorskip("httpx2")
+    knob = "MY_OWN_KNOB_" + "X" * 120
+    monkeypatch.setenv(knob, "1")
+    monkeypatch.setenv("IMPORT_TIME_SETTING", "1")
+    pytester.makepyfile(
+        reads_at_import="import os\nSETTING = os.environ['IMPORT_TIME_SETTING']\n",
+        test_h=HERMETIC_EVAL,
+    )
+    monkeypatch.syspath_prepend(pytester.path)
+    result = pytester.runpytest("--fxtr-report", "r.json", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    (job,) = json.loads((pytester.path / "r.json").read_text())["jobs"]
+    warnings = {
+        i["address"].rsplit("=", 1)[1].rstrip("]"): i["warnings"] for i in job["invocations"]
+    }
+    assert warnings["plain"] == []
+    (only,) = warnings["knob"]
+    assert knob in only
+    out = result.stdout.str()
+    section = out.split("fxtr summary", 1)[1]
+    assert "hermeticity: 1 invocation(s) touched local state" in section
+    assert max(len(line) for line in section.splitlines()[1:]) <= 100
+    assert "".join(only.split()) in "".join(section.split())  # whole, wrapped, never cut
+    assert "…" not in section.split("hermeticity", 1)[1].split("group", 1)[0]
+
+
+def test_verbose_lists_every_hermeticity_notice(pytester):
+    """Without -v the first notice; with -v every invocation's every notice, in full."""
+    pytester.makepyfile(
+        test_leak="""
+        import os
+        from typing import Annotated
+        import pytest
+        from fxtr import ArrayHandle, StepContext, WorkflowContext, step, workflow
+
+        @step(name="l.leak")
+        async def leak(context: StepContext, q: str) -> float:
+            os.environ.get("LEAK_ONE_" + q)
+            os.environ.get("LEAK_TWO_" + q)
+            return 1.0
+
+        @workflow(name="l.wf")
+        async def wf(context: WorkflowContext, q: Annotated[ArrayHandle[str], "[case: str]"]
+                     ) -> Annotated[ArrayHandle[float], "[case: str]"]:
+            return context.run_step("leak", leak, {"q": q}, map_over=["case"])
+
+        @pytest.mark.fxtr(wf)
+        @pytest.mark.parametrize("q", ["a", "b", "c"])
+        def test_leak(q, result):
+            pass
+        """
+    )
+    quiet = pytester.runpytest("-p", "no:cacheprovider").stdout.str()
+    assert quiet.count("LEAK_") == 1
+    fresh = ("--fxtr-cache-dir", "other")  # a new store: the steps run again
+    verbose = pytester.runpytest("-v", "-p", "no:cacheprovider", *fresh).stdout.str()
+    section = verbose.split("fxtr summary", 1)[1]
+    for q in "abc":
+        assert f"'LEAK_ONE_{q}'" in section and f"'LEAK_TWO_{q}'" in section
+
+
+def test_the_kit_eval_of_the_readme_has_no_hermeticity_notice(pytester):
+    """The README's fifteen-line kit eval, as written: nothing the user did is a notice
+    (pydantic's import-time settings read inside the first step were one)."""
+    root = Path(__file__).resolve().parents[2]
+    (pytester.path / "evals" / "data").mkdir(parents=True)
+    shutil.copy(root / "evals/data/capitals.jsonl", pytester.path / "evals/data/capitals.jsonl")
+    pytester.makepyfile(test_capitals=(root / "evals/test_capitals.py").read_text())
+    result = pytester.runpytest("-p", "no:cacheprovider", "--fxtr-report", "r.json")
+    result.assert_outcomes(passed=16)
+    (job,) = json.loads((pytester.path / "r.json").read_text())["jobs"]
+    assert [w for i in job["invocations"] for w in i["warnings"]] == []
+    assert "touched local state" not in result.stdout.str()
