@@ -105,10 +105,42 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         if ev.cluster:
             ev.clusters = cluster_labels(ev)
     if state.evals:
+        _redact_logging(session.config)
         _check_store(state)
         if not state.worker:
             _header(session.config, state)
             _resolve_baselines(state)
+
+
+def _redact_logging(config: pytest.Config) -> None:
+    """Every log record pytest captures or shows live passes fxtr's redaction first."""
+    from fxtr.secrets import RedactingFilter
+
+    logging_plugin = config.pluginmanager.get_plugin("logging-plugin")
+    for name in ("log_cli_handler", "log_file_handler", "caplog_handler", "report_handler"):
+        handler = getattr(logging_plugin, name, None)
+        if handler is not None and not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """In a run with evals, a report's failure text and captured sections are redacted.
+
+    The report is redacted before any reporter sees it (terminal, ``-rA``, junitxml, xdist's
+    controller), with the redaction the store uses.
+    """
+    report = yield
+    if item.config.stash[STATE].evals:
+        from fxtr.report._redaction import redact_objects
+        from fxtr.secrets import redact
+
+        if report.longrepr is not None:
+            text = str(report.longrepr)
+            if redact(text) != text:
+                report.longrepr = redact_objects(report.longrepr)
+        report.sections = redact_objects(report.sections)
+    return report
 
 
 def _check_store(state: State) -> None:
@@ -257,6 +289,24 @@ class _Reports:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_warning_recorded(self, warning_message: Any) -> None:
+        """A warning in pytest's warnings summary is redacted (in a run with evals)."""
+        if not self.config.stash[STATE].evals:
+            return
+        from fxtr.secrets import redact
+
+        message = warning_message.message
+        text = str(message)
+        if redact(text) == text:
+            return
+        try:
+            warning_message.message = type(message)(redact(text))
+        except Exception:  # a warning class that needs other arguments
+            warning_message.message = Warning(redact(text))
+        if warning_message.line:
+            warning_message.line = redact(warning_message.line)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "teardown" or not report.user_properties:
             return
@@ -349,4 +399,22 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from pytest_fxtr._summary import render
 
-    render(terminalreporter, state.jobs, state.evaluations, config.getoption("verbose"))
+    render(_Redacting(terminalreporter), state.jobs, state.evaluations, config.getoption("verbose"))
+
+
+class _Redacting:
+    """The terminal reporter, with the text of each line it is given redacted."""
+
+    def __init__(self, reporter: Any) -> None:
+        self._reporter = reporter
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._reporter, name)
+        if name not in ("write", "write_line", "line", "section", "write_sep", "rewrite"):
+            return attr
+        from fxtr.secrets import redact
+
+        def redacted(*args: Any, **kwargs: Any) -> Any:
+            return attr(*(redact(a) if isinstance(a, str) else a for a in args), **kwargs)
+
+        return redacted
