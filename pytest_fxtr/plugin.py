@@ -153,7 +153,11 @@ def _check_store(state: State) -> None:
         msg = f"fxtr: {exc}"
         raise pytest.UsageError(msg) from None
     except Exception as exc:
-        msg = f"fxtr cannot open its store {state.settings.store}: {type(exc).__name__}: {exc}"
+        from fxtr.secrets import redact
+        from fxtr.store._factory import url_without_password
+
+        where = url_without_password(str(state.settings.store))
+        msg = f"fxtr cannot open its store {where}: {type(exc).__name__}: {redact(str(exc))}"
         raise pytest.UsageError(msg) from None
 
 

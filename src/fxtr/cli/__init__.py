@@ -17,7 +17,7 @@ from typing import Any
 
 from fxtr.report import format_usd
 from fxtr.report._redaction import RedactingStream, redacted_json
-from fxtr.store import Store, is_url, open_store
+from fxtr.store import Store, StoreError, is_url, open_store
 
 __all__ = ["main"]
 
@@ -42,7 +42,7 @@ def _store(args: argparse.Namespace) -> Store:
     if is_url(raw):
         try:
             opened: Store = open_store(raw)
-        except ImportError as exc:
+        except (ImportError, StoreError) as exc:  # their words name the URL and the fix
             raise CommandError(str(exc)) from None
         except Exception as exc:  # the server refused or is not there
             from fxtr.store._postgres import redacted
