@@ -61,8 +61,11 @@ def _passwords(url: str) -> list[str]:
 
 
 def _open_postgres(url: str) -> Any:
-    """A ``PostgresStore``; a failure to connect is a ``StoreError`` naming the URL without
-    its password (which is registered as a credential, so nothing fxtr writes holds it)."""
+    """A ``PostgresStore``; a failure to connect is a ``StoreError``.
+
+    The error names the URL without its password, and the password is registered as a
+    credential, so nothing fxtr writes holds it.
+    """
     from fxtr.secrets import redact, register
     from fxtr.store._postgres import PostgresStore
 
