@@ -51,7 +51,7 @@ def url_without_password(url: str) -> str:
 
 
 def _passwords(url: str) -> list[str]:
-    found = []
+    found: list[str] = []
     with contextlib.suppress(ValueError):
         parts = urlsplit(url)
         if parts.password:
