@@ -131,7 +131,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     store = _store(args)
     records = newest_first(list(job_records(store)))
     rows: list[dict[str, Any]] = []
-    damaged = 0
+    damaged: list[str] = []
     for record in records:
         if args.status and attempt_status(record) != args.status:
             continue
@@ -139,13 +139,18 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             continue
         try:
             rows.append(job_row(load_job(store, record["job_id"])))
-        except (KeyError, ValueError, TypeError):  # a damaged record: list the others
-            damaged += 1
+        except (KeyError, ValueError, TypeError) as exc:  # a damaged record: list the others
+            damaged.append(f"  {record['job_id']}: {type(exc).__name__}: {exc}")
             continue
         if args.limit and len(rows) >= args.limit:
             break
     if damaged:
-        print(f"fxtr: skipped {damaged} damaged job record(s) in {store.path}", file=sys.stderr)
+        lines = [
+            f"fxtr: skipped {len(damaged)} damaged job record(s) in {store.path} (the others "
+            "are listed; restore the store from a backup to read them):",
+            *damaged,
+        ]
+        print("\n".join(lines), file=sys.stderr)
     if args.json:
         _print_json(rows)
         return 0
