@@ -37,6 +37,10 @@ class State:
     """The gated evaluations, one per eval (built at the end, on the controller)."""
     loop: Any = None
     """The event loop the run's jobs share (started with the first eval)."""
+    dry_plans: list[Any] = dataclasses.field(default_factory=list)
+    """``--fxtr-dry-run``: each eval's plan and forecast."""
+    budget: Any = None
+    """``--fxtr-max-cost``: the run's ``Budget`` (spent, refused), shared by its jobs."""
 
 
 def _loop(state: State) -> Any:
@@ -172,6 +176,29 @@ def _progress(config: pytest.Config, state: State, ev: Any) -> Any:
                 tr.write_line(line)
 
     return on_invocation
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """``--fxtr-dry-run``: plan and forecast every eval instead of running the tests."""
+    state = session.config.stash[STATE]
+    if not state.settings.dry_run or state.worker:
+        return None
+    if not state.evals:
+        return True  # nothing runs in a dry run, and nothing fxtr has to say
+    from pytest_fxtr._dryrun import plan_eval, render
+
+    plans = [plan_eval(ev, state.settings, _loop(state)) for ev in state.evals.values()]
+    state.dry_plans = plans
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        render(tr, plans)
+    if state.settings.report is not None:
+        from pytest_fxtr._dryrun import plans_json
+        from pytest_fxtr._summary import write_report
+
+        write_report(state.settings.report, {"dry_run": plans_json(plans)})
+    return True
 
 
 _current: list[pytest.Item | None] = [None]

@@ -1,0 +1,155 @@
+"""Cost control through pytest (DESIGN §14): the dry run and the budget."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+EVAL = textwrap.dedent(
+    """
+    import os
+    from pathlib import Path
+
+    import pytest
+
+    from fxtr.evals import (Case, evaluate, includes, mock_judge, model_graded_fact,
+                            register_mock, user_text)
+
+    N = int(os.environ.get("EVAL_CASES", "6"))
+    FIRST = int(os.environ.get("EVAL_FIRST", "0"))
+    CALLS = Path(os.environ.get("EVAL_CALLS", "calls.txt")).resolve()
+    JUDGE = os.environ.get("EVAL_JUDGE", "1") == "1"
+
+    def answer(request):
+        with open(CALLS, "a") as f:
+            f.write("subject\\n")
+        question = user_text(request)
+        n = int(question.split()[-1].rstrip("?"))
+        return f"The answer is {n}." + " Indeed." * (n % 7)
+
+    CASES = [Case(id=f"c{i}", input=f"What is number {i}?", target=str(i))
+             for i in range(FIRST, FIRST + N)]
+    MODEL = register_mock("gpt-5-mini", answer)
+    SCORER = model_graded_fact(mock_judge(price_as="gpt-5-mini")) if JUDGE else includes()
+
+    @pytest.mark.fxtr(evaluate, dims={"model": "model", "case": "case"},
+                      inputs={"scorer": SCORER})
+    @pytest.mark.parametrize("model", [MODEL])
+    @pytest.mark.parametrize("case", CASES)
+    def test_numbers(model, case, result):
+        assert result is not None
+    """
+)
+
+
+@pytest.fixture
+def project(pytester, monkeypatch):
+    pytester.makepyfile(test_numbers=EVAL)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    monkeypatch.setenv("EVAL_CALLS", str(pytester.path / "calls.txt"))
+    return pytester
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("-p", "no:cacheprovider", *args)
+
+
+def _calls(pytester: pytest.Pytester) -> int:
+    path = Path(pytester.path / "calls.txt")
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
+def _report(pytester: pytest.Pytester, name: str) -> dict:
+    return json.loads((pytester.path / name).read_text())
+
+
+def _ran(report: dict) -> int:
+    """Invocations the real run executed (not served from the cache)."""
+    return sum(not i["from_cache"] for job in report["jobs"] for i in job["invocations"])
+
+
+def _jobs(pytester: pytest.Pytester) -> list:
+    from fxtr.store import open_store
+
+    store = open_store(pytester.path / ".fxtr")
+    return list(store.iter_jobs())
+
+
+def test_dry_run_counts_what_a_cold_run_then_runs_and_writes_no_job(project):
+    dry = _run(project, "--fxtr-dry-run", "--fxtr-report", "dry.json")
+    assert dry.ret == 0
+    dry.stdout.fnmatch_lines(
+        [
+            "*fxtr dry run*",
+            "*test_numbers: 12 invocation(s) would run, 12 model call(s)*",
+            "*mock/gpt-5-mini*subject*6*6*$*",
+            "*mock/judge*judge*6*6*$*",
+        ]
+    )
+    (plan,) = _report(project, "dry.json")["dry_run"]
+    assert _calls(project) == 0, "a dry run called a model"
+    assert _jobs(project) == [], "a dry run wrote a job"
+    real = _run(project, "--fxtr-report", "real.json")
+    real.assert_outcomes(passed=6)
+    report = _report(project, "real.json")
+    assert plan["invocations"] == _ran(report) == 12
+    assert plan["calls"] == sum(
+        row["calls"] for row in report["jobs"][0]["cost"]["by_model"].values()
+    )
+    assert plan["at_least"] is False and plan["usd"] is not None and plan["usd"] > 0
+
+
+def test_dry_run_counts_what_a_half_cached_run_then_runs(project, monkeypatch):
+    monkeypatch.setenv("EVAL_CASES", "4")
+    _run(project).assert_outcomes(passed=4)
+    monkeypatch.setenv("EVAL_CASES", "8")
+    before = _calls(project)
+    dry = _run(project, "--fxtr-dry-run", "--fxtr-report", "dry.json")
+    assert dry.ret == 0 and _calls(project) == before
+    (plan,) = _report(project, "dry.json")["dry_run"]
+    assert plan["cached"] == 8  # 4 cases x (generate, score)
+    real = _run(project, "--fxtr-report", "real.json")
+    real.assert_outcomes(passed=8)
+    assert plan["invocations"] == _ran(_report(project, "real.json")) == 8
+
+
+def test_dry_run_forecast_comes_from_history_for_new_cases(project, monkeypatch):
+    """After a run, the forecast of new cases of the same kind is the median per invocation."""
+    monkeypatch.setenv("EVAL_CASES", "7")
+    _run(project, "--fxtr-report", "first.json").assert_outcomes(passed=7)
+    first = _report(project, "first.json")["jobs"][0]
+    monkeypatch.setenv("EVAL_FIRST", "7")
+    _run(project, "--fxtr-dry-run", "--fxtr-report", "dry.json")
+    (plan,) = _report(project, "dry.json")["dry_run"]
+    import statistics
+
+    generate = [i for i in first["invocations"] if i["step"] == "fxtr.generate"]
+    assert len(generate) == 7
+    # the forecast is the history's median per invocation, times the invocations
+    from fxtr.store import open_store
+
+    store = open_store(project.path / ".fxtr")
+    per = {"fxtr.generate": [], "fxtr.score": []}
+    for _address, entry in store.iter_entries():
+        usage = entry.usage or {}
+        for row in (usage.get("by_model") or {}).values():
+            per[entry.meta["step"]].append(row["usd"])
+    expected = 7 * statistics.median(per["fxtr.generate"]) + 7 * statistics.median(
+        per["fxtr.score"]
+    )
+    assert plan["usd"] == pytest.approx(expected)
+
+
+def test_dry_run_of_an_unpriced_model_says_n_a(project, monkeypatch):
+    source = (project.path / "test_numbers.py").read_text()
+    (project.path / "test_numbers.py").write_text(
+        source.replace('register_mock("gpt-5-mini", answer)', 'register_mock("nameless", answer)')
+    )
+    monkeypatch.setenv("EVAL_JUDGE", "0")
+    dry = _run(project, "--fxtr-dry-run", "--fxtr-report", "dry.json")
+    dry.stdout.fnmatch_lines(["*mock/nameless*subject*6*6*n/a*"])
+    (plan,) = _report(project, "dry.json")["dry_run"]
+    assert plan["usd"] is None and plan["unpriced"] == 6
