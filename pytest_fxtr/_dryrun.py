@@ -265,34 +265,60 @@ class Plan:
 
 def plan_eval(ev: Any, settings: Any, loop: Any) -> Plan:
     """Plan one eval's job as the run would, executing and writing nothing."""
-    from fxtr.experiment._jobs import launch, resume
     from fxtr.store import open_store
     from pytest_fxtr._evals import job_inputs, resume_key
 
-    real = open_store(settings.store)
-    store = ReadOnlyStore(real)
-    history = History(real)
-    dry = DryExecutor(history)
     try:
         inputs = job_inputs(ev, settings.samples)
-        options: dict[str, Any] = {
-            "store": store,
-            "conflict": settings.conflict,
-            "verify": False,
-            "concurrency": settings.concurrency,
-            "executor": dry,
-            "hermetic": False,
-        }
+        real = open_store(settings.store)
         last = real.get_last_job(resume_key(ev, inputs)) if settings.resume else None
-        if last is not None and real.has_job(last):
-            job = loop.run(resume(last, workflow=ev.workflow, **options))
-        else:
-            job = loop.run(
-                launch(ev.workflow, inputs, job_id="fxtr-dry-run", root=ev.root, **options)
-            )
+        coro = plan_job(
+            ev.workflow,
+            inputs,
+            store=real,
+            root=ev.root,
+            conflict=settings.conflict,
+            concurrency=settings.concurrency,
+            resume_job=last if last is not None and real.has_job(last) else None,
+            name=ev.nodeid,
+        )
+        plan: Plan = loop.run(coro)
     except Exception as exc:
         return Plan(ev.nodeid, {}, 0, 0, False, f"{type(exc).__name__}: {exc}")
-    return _tally(ev.nodeid, job, dry, history)
+    return plan
+
+
+async def plan_job(
+    workflow: Any,
+    inputs: dict[str, Any],
+    *,
+    store: Any,
+    root: str | None = None,
+    conflict: str = "review",
+    concurrency: int = 32,
+    resume_job: str | None = None,
+    name: str | None = None,
+) -> Plan:
+    """Plan a job (or the next attempt of ``resume_job``) against ``store``; run nothing."""
+    from fxtr.experiment._jobs import launch, resume
+    from fxtr.store import open_store
+
+    real = open_store(store)
+    history = History(real)
+    dry = DryExecutor(history)
+    options: dict[str, Any] = {
+        "store": ReadOnlyStore(real),
+        "conflict": conflict,
+        "verify": False,
+        "concurrency": concurrency,
+        "executor": dry,
+        "hermetic": False,
+    }
+    if resume_job is not None:
+        job = await resume(resume_job, workflow=workflow, **options)
+    else:
+        job = await launch(workflow, inputs, job_id="fxtr-dry-run", root=root, **options)
+    return _tally(name or root or workflow.name, job, dry, history)
 
 
 def _tally(nodeid: str, job: Any, dry: DryExecutor, history: History) -> Plan:
