@@ -301,6 +301,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash[STATE]
     _current[0] = None
     if state.loop is not None:
+        state.budget = getattr(state.loop, "budget", None)
         state.loop.close()
         state.loop = None
     for ev in state.evals.values():
@@ -330,6 +331,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     write_markdown(settings.markdown, state.jobs, state.evaluations)
     _junit_properties(session.config, state)
     failed = [e for e in state.evaluations if not e["gate"]["passed"]]
+    if state.budget is not None and state.budget.reached:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -376,4 +379,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from pytest_fxtr._summary import render
 
-    render(terminalreporter, state.jobs, state.evaluations, config.getoption("verbose"))
+    render(
+        terminalreporter,
+        state.jobs,
+        state.evaluations,
+        config.getoption("verbose"),
+        budget=state.budget,
+    )

@@ -153,3 +153,51 @@ def test_dry_run_of_an_unpriced_model_says_n_a(project, monkeypatch):
     dry.stdout.fnmatch_lines(["*mock/nameless*subject*6*6*n/a*"])
     (plan,) = _report(project, "dry.json")["dry_run"]
     assert plan["usd"] is None and plan["unpriced"] == 6
+
+
+def _scores(report: dict) -> list:
+    return [(s["group"], s["mean"], s["n"]) for job in report["jobs"] for s in job["scores"]]
+
+
+def test_a_budget_stops_calls_and_resume_with_a_new_budget_finishes_the_same(project, monkeypatch):
+    from fxtr.store import open_store
+
+    monkeypatch.setenv("EVAL_CASES", "10")
+    _run(project, "--fxtr-cache-dir", "reference", "--fxtr-report", "ref.json")
+    reference = _report(project, "ref.json")
+    total = reference["jobs"][0]["cost"]["usd"]
+    per_call = [
+        row["usd"] / row["calls"]
+        for _a, entry in open_store(project.path / "reference").iter_entries()
+        for row in (entry.usage or {}).get("by_model", {}).values()
+    ]
+    assert len(per_call) == 20 and total > 0
+    (project.path / "calls.txt").unlink()
+    budget = total / 2
+    run = _run(project, "--fxtr-max-cost", f"{budget:.8f}", "--fxtr-report", "b.json")
+    assert run.ret == 1
+    job = _report(project, "b.json")["jobs"][0]
+    spent = job["cost"]["usd"]
+    lines = [line for line in run.stdout.lines if line.strip()]
+    at = lines.index(f"budget reached: ${spent:.4f} of ${budget:g}")
+    assert lines[at + 1].startswith("====")  # the last line of the fxtr summary section
+    assert any("fxtr summary" in line for line in lines[:at])
+    failed = [i for i in job["invocations"] if i["status"] == "failed"]
+    assert failed and all(i["reason"] == "budget" for i in failed)
+    done = [i["address"] for i in job["invocations"] if i["status"] == "succeeded"]
+    assert 0 < len(done) < 20
+    assert spent <= budget + 32 * max(per_call)  # at most the calls in flight
+    again = _run(project, "--fxtr-resume", "--fxtr-max-cost", "100", "--fxtr-report", "r.json")
+    again.assert_outcomes(passed=10)
+    resumed = _report(project, "r.json")["jobs"][0]["invocations"]
+    assert all(i["from_cache"] for i in resumed if i["address"] in done)
+    assert _calls(project) == 10, "a call made before the budget was reached was made again"
+    assert _scores(_report(project, "r.json")) == _scores(reference)
+
+
+@pytest.mark.parametrize("bad", ["-1", "lots", "nan"])
+def test_a_bad_budget_is_a_usage_error_before_anything_runs(project, bad):
+    run = _run(project, f"--fxtr-max-cost={bad}")
+    assert run.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--fxtr-max-cost" in "\n".join(run.stderr.lines)
+    assert _calls(project) == 0
