@@ -29,16 +29,20 @@ start_limit: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "fxtr_start_limit", default=None
 )
 """The start value of the limiters the current run makes (``--fxtr-concurrency``)."""
+adaptive: contextvars.ContextVar[bool] = contextvars.ContextVar("fxtr_adaptive", default=True)
+"""``False``: limiters made now keep their start value (a static limit, for comparison)."""
 
 
 class AdaptiveLimiter:
     """At most ``limit`` calls in flight to one model at one server, adapted to 429s."""
 
-    def __init__(self, key: str, start: int) -> None:
+    def __init__(self, key: str, start: int, *, adapt: bool = True) -> None:
         if start < 1:
             msg = f"A limiter starts at 1 call or more, got {start!r}."
             raise ValueError(msg)
         self.key = key
+        self.adapt = adapt
+        """``False``: a static limit (no cut, no pause), to compare with."""
         self.start = start
         self.limit = start
         self.in_flight = 0
@@ -97,6 +101,8 @@ class AdaptiveLimiter:
                 self.limit += 1
                 self.clean = 0
                 self._note("raised after clean calls")
+        elif outcome == "rate_limited" and not self.adapt:
+            self.rate_limited += 1
         elif outcome == "rate_limited":
             self.rate_limited += 1
             self.clean = 0
@@ -145,7 +151,9 @@ def limiter_for(base_url: str, model: str) -> AdaptiveLimiter:
     key = limiter_key(base_url, model)
     limiter = table.get(key)
     if limiter is None:
-        limiter = table[key] = AdaptiveLimiter(key, start_limit.get() or DEFAULT_START)
+        limiter = table[key] = AdaptiveLimiter(
+            key, start_limit.get() or DEFAULT_START, adapt=adaptive.get()
+        )
     return limiter
 
 
