@@ -8,7 +8,6 @@ import textwrap
 
 import pytest
 
-
 from fxtr.models import ModelCallError, ModelCallFailure
 from fxtr.models._limiter import AdaptiveLimiter, limited, limiter_for, limiters, start_limit
 from tests.loopback import CapacityServer
