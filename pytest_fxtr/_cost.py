@@ -27,17 +27,28 @@ async def within_cost_controls(
     coro: Coroutine[Any, Any, Any], settings: Any, loop: Any, store: Any
 ) -> Any:
     """Run a job's coroutine under the run's budget and limiters; record what they did."""
+    from fxtr.models import _batch
     from fxtr.models._budget import current_budget
     from fxtr.models._limiter import limiters, start_limit
 
     budget = budget_of(loop, settings)
     budget_token = current_budget.set(budget)
     limit_token = start_limit.set(settings.concurrency)
+    batching = None
+    if settings.batch:
+        batching = _batch.BatchSettings(
+            size=settings.batch_size or _batch.BatchSettings.size,
+            delay=_batch.BatchSettings.delay
+            if settings.batch_delay is None
+            else settings.batch_delay,
+        )
+    batch_token = _batch._run_default().set(batching)
     try:
         job = await coro
     finally:
         current_budget.reset(budget_token)
         start_limit.reset(limit_token)
+        _batch._run_default().reset(batch_token)
     fields: dict[str, Any] = {}
     moved = {k: v.to_json() for k, v in limiters().items() if v.history}
     if moved:
