@@ -470,7 +470,8 @@ async def _anthropic_results(client: Any, api: Any, batch: dict[str, Any]) -> di
             results[cid] = _response(api, result["message"])
         elif kind == "errored":
             error = result.get("error") or {}
-            inner = error.get("error") if isinstance(error.get("error"), dict) else error
+            nested = error.get("error")
+            inner: dict[str, Any] = nested if isinstance(nested, dict) else error
             status = _ANTHROPIC_STATUS.get(str(inner.get("type")))
             results[cid] = _failure(
                 category_from_http(status, error),
