@@ -135,6 +135,11 @@ def _call_for(step: str, model: Any, request: Any, role: str, history: History) 
     api = pricing_api(model)
     median = history.median_cost(step, model.model)
     tokens_in, tokens_out, usd = estimate_call(api, request, history.median_output(model.model))
+    if usd is not None and median is None:
+        from fxtr.models import _batch
+
+        if _batch.settings_for(model.name, model.base_url, model.provider) is not None:
+            usd *= _batch.BATCH_PRICE  # its calls go through the provider's batch API
     return Call(model.name, role, median if median is not None else usd, tokens_in, tokens_out)
 
 

@@ -196,3 +196,37 @@ def test_a_run_killed_while_its_batch_runs_resumes_by_polling_it(provider, tmp_p
     assert done.returncode == 0, done.stdout + done.stderr
     assert "4 passed" in done.stdout
     assert provider.created == 1, "the resumed run submitted the batch again"
+
+
+PLUGIN_EVAL = textwrap.dedent(
+    """
+    import os
+
+    import pytest
+
+    from fxtr.evals import Case, Model, evaluate, includes
+
+    MODEL = Model("openai/gpt-5-mini", base_url=os.environ["EVAL_URL"] + "/v1")
+    CASES = [Case(id=f"w{i}", input=f"say w{i}", target=f"W{i}") for i in range(5)]
+
+    @pytest.mark.fxtr(evaluate, dims={"model": "model", "case": "case"},
+                      inputs={"scorer": includes(ignore_case=False)})
+    @pytest.mark.parametrize("model", [MODEL])
+    @pytest.mark.parametrize("case", CASES)
+    def test_batched(model, case, result):
+        assert result is not None
+    """
+)
+
+
+def test_fxtr_batch_batches_every_model_with_a_batch_api(provider, pytester, monkeypatch):
+    monkeypatch.setenv("EVAL_URL", provider.root)
+    pytester.makepyfile(test_batched=PLUGIN_EVAL)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    args = ["-p", "no:cacheprovider", "--fxtr-batch", "--fxtr-batch-size", "2"]
+    result = pytester.runpytest(*args, "--fxtr-batch-delay", "0.05")
+    result.assert_outcomes(passed=5)
+    assert provider.created == 3  # five requests, at most two a batch
+    assert sorted(len(b["rows"]) for b in provider.batches.values()) == [1, 2, 2]
+    bad = pytester.runpytest("-p", "no:cacheprovider", "--fxtr-batch-delay", "soon")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR

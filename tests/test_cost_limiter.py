@@ -142,6 +142,7 @@ EVAL = textwrap.dedent(
 def test_the_job_record_keeps_the_history_and_the_summary_the_final_limit(pytester, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-loopback")
     pytester.makepyfile(test_loopback=EVAL)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     with CapacityServer(capacity=4, latency=0.02) as server:
         monkeypatch.setenv("EVAL_URL", server.url)
         result = pytester.runpytest(
