@@ -201,3 +201,44 @@ def test_a_bad_budget_is_a_usage_error_before_anything_runs(project, bad):
     assert run.ret == pytest.ExitCode.USAGE_ERROR
     assert "--fxtr-max-cost" in "\n".join(run.stderr.lines)
     assert _calls(project) == 0
+
+
+USER_EVAL = textwrap.dedent(
+    """
+    from typing import Annotated
+
+    import pytest
+
+    from fxtr import ArrayHandle, StepContext, WorkflowContext, step, workflow
+
+    @step(name="demo.answer")
+    async def answer(context: StepContext, question: str) -> str:
+        raise AssertionError("a dry run executed a step")
+
+    @step(name="demo.grade")
+    async def grade(context: StepContext, answer: str) -> float:
+        raise AssertionError("a dry run executed a step")
+
+    @workflow(name="demo.evaluate")
+    async def evaluate(
+        context: WorkflowContext, question: Annotated[ArrayHandle[str], "[case: str]"]
+    ) -> Annotated[ArrayHandle[float], "[case: str]"]:
+        answers = context.run_step("answer", answer, {"question": question}, map_over=["case"])
+        return context.run_step("grade", grade, {"answer": answers}, map_over=["case"])
+
+    @pytest.mark.fxtr(evaluate)
+    @pytest.mark.parametrize("question", ["q1", "q2", "q3"])
+    def test_user(question, result):
+        assert result is not None
+    """
+)
+
+
+def test_steps_of_your_own_are_never_executed_and_counted_as_at_least(pytester):
+    pytester.makepyfile(test_user=USER_EVAL)
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    dry = _run(pytester, "--fxtr-dry-run", "--fxtr-report", "dry.json")
+    assert dry.ret == 0
+    dry.stdout.fnmatch_lines(["*test_user: at least 6 invocation(s) would run*"])
+    (plan,) = _report(pytester, "dry.json")["dry_run"]
+    assert plan["at_least"] is True and plan["invocations"] == 6 and plan["usd"] is None
