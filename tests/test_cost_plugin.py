@@ -32,8 +32,8 @@ EVAL = textwrap.dedent(
 
     CASES = [Case(id=f"c{i}", input=f"What is number {i}?", target=str(i))
              for i in range(FIRST, FIRST + N)]
-    MODEL = register_mock("gpt-5-mini", answer)
-    SCORER = model_graded_fact(mock_judge(price_as="gpt-5-mini")) if JUDGE else includes()
+    MODEL = register_mock("cost-subject", answer, price_as="gpt-5-mini")
+    SCORER = model_graded_fact(mock_judge("cost-judge", price_as="gpt-5-mini")) if JUDGE else includes()
 
     @pytest.mark.fxtr(evaluate, dims={"model": "model", "case": "case"},
                       inputs={"scorer": SCORER})
@@ -85,8 +85,8 @@ def test_dry_run_counts_what_a_cold_run_then_runs_and_writes_no_job(project):
         [
             "*fxtr dry run*",
             "*test_numbers: 12 invocation(s) would run, 12 model call(s)*",
-            "*mock/gpt-5-mini*subject*6*6*$*",
-            "*mock/judge*judge*6*6*$*",
+            "*mock/cost-judge*judge*6*6*$*",
+            "*mock/cost-subject*subject*6*6*$*",
         ]
     )
     (plan,) = _report(project, "dry.json")["dry_run"]
@@ -146,7 +146,10 @@ def test_dry_run_forecast_comes_from_history_for_new_cases(project, monkeypatch)
 def test_dry_run_of_an_unpriced_model_says_n_a(project, monkeypatch):
     source = (project.path / "test_numbers.py").read_text()
     (project.path / "test_numbers.py").write_text(
-        source.replace('register_mock("gpt-5-mini", answer)', 'register_mock("nameless", answer)')
+        source.replace(
+            'register_mock("cost-subject", answer, price_as="gpt-5-mini")',
+            'register_mock("nameless", answer)',
+        )
     )
     monkeypatch.setenv("EVAL_JUDGE", "0")
     dry = _run(project, "--fxtr-dry-run", "--fxtr-report", "dry.json")
