@@ -26,6 +26,10 @@ DRY_MARK = "fxtr dry run: not executed"
 """The error of an invocation the dry run did not execute (and of what it skipped)."""
 
 
+OWN = ("(steps of your own)", "-")
+"""The row of invocations a dry run cannot forecast: steps it does not know, with no history."""
+
+
 class NotExecuted(Exception):
     """Raised in place of a step body that a dry run does not run."""
 
@@ -347,8 +351,8 @@ def _tally(nodeid: str, job: Any, dry: DryExecutor, history: History) -> Plan:
         at_least = at_least or depends
         calls = history.of_step(inv.step)
         if not calls:
-            rows.setdefault(("?", "?"), Row()).add(None, 0)
-            rows[("?", "?")].at_least = True
+            rows.setdefault(OWN, Row()).add(None, 0)
+            rows[OWN].at_least = True
             at_least = True
             continue
         _add_calls(rows, calls)
