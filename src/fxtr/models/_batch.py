@@ -26,62 +26,40 @@ import logging
 import weakref
 from typing import Any
 
+from fxtr.models._batch_settings import (
+    LIMITS,
+    BatchSettings,
+    _run_default,
+    check_settings,
+    configure,
+    provider_of,
+    settings_for,
+)
 from fxtr.models._classify import category_from_http
 from fxtr.models._types import ModelCallError, ModelCallFailure, ModelRequest, ModelResponse
 
 log = logging.getLogger("fxtr")
 
+__all__ = [
+    "BATCH_PRICE",
+    "LIMITS",
+    "BatchSettings",
+    "_run_default",
+    "batch_generate",
+    "check_settings",
+    "configure",
+    "settings_for",
+    "split",
+]
+
 BATCH_PRICE = 0.5
 """The batch price as a share of the listed one (both providers list batches at 50%)."""
 
-LIMITS = {"openai": (50_000, 200 * 1024 * 1024), "anthropic": (100_000, 256 * 1024 * 1024)}
-"""Per provider: requests and bytes one batch may hold."""
 
 FIRST_POLL = 1.0
 MAX_POLL = 30.0
 POINTER = "fxtr-batch:"
 """The store key prefix of the batch an invocation's request went into."""
-
-
-@dataclasses.dataclass(frozen=True)
-class BatchSettings:
-    """How a model's calls are batched."""
-
-    size: int = 1_000
-    """Requests a batch holds at most (sent at once when full)."""
-    delay: float = 5.0
-    """Seconds a batch waits for more requests after its first."""
-
-
-def provider_of(api: Any) -> str | None:
-    """``openai`` or ``anthropic`` for fxtr's own clients that have batches; else ``None``."""
-    from fxtr.models._providers import AnthropicMessagesAPI, OpenAIChatAPI
-
-    if isinstance(api, AnthropicMessagesAPI):
-        return "anthropic"
-    if isinstance(api, OpenAIChatAPI):
-        return "openai"
-    return None
-
-
-def check_settings(provider: str, size: int, delay: float, what: str) -> None:
-    """Batch settings a provider can take, or a ``ValueError`` that says why not."""
-    if provider not in LIMITS:
-        msg = (
-            f"{what}: batch=True needs a provider with a batch API (openai or anthropic); "
-            f"{provider!r} has none. Leave batch off for this model."
-        )
-        raise ValueError(msg)
-    most = LIMITS[provider][0]
-    if isinstance(size, bool) or not isinstance(size, int) or not 1 <= size <= most:
-        msg = (
-            f"{what}: batch_size must be a whole number from 1 to {most:,} ({provider}), "
-            f"got {size!r}."
-        )
-        raise ValueError(msg)
-    if not isinstance(delay, (int, float)) or isinstance(delay, bool) or not delay >= 0:
-        msg = f"{what}: batch_delay must be 0 seconds or more, got {delay!r}."
-        raise ValueError(msg)
 
 
 def custom_id(key: str) -> str:
@@ -533,74 +511,3 @@ async def batch_generate(
             spent.append(response)
         call.response = response
         return response
-
-
-# which models batch ------------------------------------------------------------------
-
-_BATCHED: dict[tuple[str, str | None], BatchSettings] = {}
-"""Per model name and base URL, the settings given with ``Model(..., batch=True)``."""
-
-run_batching: Any = None
-"""Set per run (``--fxtr-batch``): a ``ContextVar`` of the run's default ``BatchSettings``."""
-
-
-def _run_default() -> Any:
-    import contextvars
-
-    global run_batching
-    if run_batching is None:
-        run_batching = contextvars.ContextVar("fxtr_run_batching", default=None)
-    return run_batching
-
-
-def configure(
-    name: str,
-    base_url: str | None,
-    provider: str,
-    *,
-    batch: bool | None,
-    size: int | None,
-    delay: float | None,
-) -> None:
-    """Record ``Model(..., batch=, batch_size=, batch_delay=)``; bad settings raise at once.
-
-    Raises:
-        ValueError: the provider has no batch API, or the size or delay is out of range.
-    """
-    if batch is None and size is None and delay is None:
-        return
-    if not batch:
-        if size is not None or delay is not None:
-            msg = f"Model {name!r}: batch_size and batch_delay need batch=True."
-            raise ValueError(msg)
-        _BATCHED.pop((name, base_url), None)
-        return
-    settings = BatchSettings(
-        size=BatchSettings.size if size is None else size,
-        delay=BatchSettings.delay if delay is None else delay,
-    )
-    check_settings(provider, settings.size, settings.delay, f"Model {name!r}")
-    _BATCHED[(name, base_url)] = dataclasses.replace(
-        settings, size=size if size is not None else -1, delay=delay if delay is not None else -1
-    )
-
-
-def settings_for(name: str, base_url: str | None, provider: str) -> BatchSettings | None:
-    """How this model's single-turn calls are batched now, or ``None`` (not batched).
-
-    ``Model(..., batch=True)`` batches always; ``--fxtr-batch`` batches every model whose
-    provider has a batch API. Sizes and delays given on the model win over the run's.
-    """
-    if provider not in LIMITS:
-        return None
-    run: BatchSettings | None = _run_default().get()
-    own = _BATCHED.get((name, base_url))
-    if own is None and run is None:
-        return None
-    base = run or BatchSettings()
-    if own is None:
-        return base
-    return BatchSettings(
-        size=own.size if own.size >= 0 else base.size,
-        delay=own.delay if own.delay >= 0 else base.delay,
-    )
