@@ -56,6 +56,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """A dry run plans in this process: pytest-xdist's workers are not started for it."""
+    dry = config.getoption("--fxtr-dry-run", None) or config.getini("fxtr_dry_run")
+    if dry and getattr(config.option, "numprocesses", None):
+        config.option.numprocesses = 0
+        config.option.dist = "no"
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Resolve the settings once and register the marker."""
     config.addinivalue_line(

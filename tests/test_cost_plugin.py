@@ -245,3 +245,6 @@ def test_steps_of_your_own_are_never_executed_and_counted_as_at_least(pytester):
     dry.stdout.fnmatch_lines(["*test_user: at least 6 invocation(s) would run*"])
     (plan,) = _report(pytester, "dry.json")["dry_run"]
     assert plan["at_least"] is True and plan["invocations"] == 6 and plan["usd"] is None
+    with_xdist = _run(pytester, "--fxtr-dry-run", "-n", "2")  # planned here, no worker started
+    assert with_xdist.ret == 0
+    with_xdist.stdout.fnmatch_lines(["*test_user: at least 6 invocation(s) would run*"])
