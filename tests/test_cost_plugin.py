@@ -190,9 +190,13 @@ def test_a_budget_stops_calls_and_resume_with_a_new_budget_finishes_the_same(pro
     done = [i["address"] for i in job["invocations"] if i["status"] == "succeeded"]
     assert 0 < len(done) < 20
     assert spent <= budget + 32 * max(per_call)  # at most the calls in flight
+    dry = _run(project, "--fxtr-resume", "--fxtr-dry-run", "--fxtr-report", "dry.json")
+    assert dry.ret == 0
+    (plan,) = _report(project, "dry.json")["dry_run"]
     again = _run(project, "--fxtr-resume", "--fxtr-max-cost", "100", "--fxtr-report", "r.json")
     again.assert_outcomes(passed=10)
     resumed = _report(project, "r.json")["jobs"][0]["invocations"]
+    assert plan["invocations"] == sum(not i["from_cache"] for i in resumed) == 20 - len(done)
     assert all(i["from_cache"] for i in resumed if i["address"] in done)
     assert _calls(project) == 10, "a call made before the budget was reached was made again"
     assert _scores(_report(project, "r.json")) == _scores(reference)
