@@ -14,6 +14,9 @@ The references:
   1927): the score interval of a proportion.
 - Chen et al., "Evaluating Large Language Models Trained on Code" (arXiv 2107.03374): the
   unbiased estimator of pass@k.
+- Lee et al., "How to Correctly Report LLM-as-a-Judge Evaluations" (arXiv 2511.21140): a
+  judge's pass rate corrected for its specificity and sensitivity (``_judges``), and Cohen
+  (1960) for kappa.
 
 Edge cases, the same everywhere: no value at all is a ``ValueError`` (there is nothing to
 estimate); a single value (or a single cluster) gives its value with ``stderr``, ``low`` and
@@ -40,6 +43,8 @@ from ._student_t import t_cdf, t_quantile  # relative: the package loads without
 
 __all__ = [
     "Estimate",
+    "cohen_kappa",
+    "corrected_proportion",
     "mean_ci",
     "minimum_detectable_effect",
     "paired_difference",
@@ -445,3 +450,7 @@ def _check_pass_args(n: int, c: int, k: int, where: str) -> tuple[int, int, int]
         msg = f"{where} got k={k} with n={n} samples; k must lie in 1..n"
         raise ValueError(msg)
     return n, c, k
+
+
+# after Estimate: the judges' statistics build Estimates (DESIGN §15)
+from ._judges import cohen_kappa, corrected_proportion  # noqa: E402
