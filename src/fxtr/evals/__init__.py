@@ -28,6 +28,7 @@ from fxtr.evals._scorers import (
     model_graded_fact,
     model_graded_qa,
     numeric,
+    pairwise,
     pattern,
 )
 
@@ -55,6 +56,7 @@ __all__ = [
     "model_graded_fact",
     "model_graded_qa",
     "numeric",
+    "pairwise",
     "pattern",
     "register_mock",
     "score",

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fxtr.evals import _judge
 from fxtr.evals._cases import Case
 from fxtr.evals._models import Model
-from fxtr.evals._scorers import JUDGES, Score, Scorer
+from fxtr.evals._scorers import JUDGES, PAIRWISE, Score, Scorer
 from fxtr.experiment.arrays import Array
 from fxtr.experiment.entities import BoundID
 from fxtr.experiment.handles import ArrayHandle, ScalarHandle
@@ -130,12 +130,29 @@ async def score(context: StepContext, scorer: Scorer, case: Case, response: Mode
             was offered (the raw reply is in the message; the cell is missing, not wrong).
     """
     completion = response.text
-    if scorer.kind not in JUDGES:
+    if scorer.kind not in JUDGES and scorer.kind != PAIRWISE:
         return scorer.grade(case, completion)
-    return await _judged(context, scorer, case, completion)
+    if scorer.kind not in JUDGES:  # pairwise grades two answers: fxtr.evaluate schedules it
+        msg = f"{scorer.kind} grades two answers at once: run it with the fxtr.evaluate workflow."
+        raise ValueError(msg)
+    return await judged(context, scorer, case, completion)
 
 
-async def _judged(context: StepContext, scorer: Scorer, case: Case, completion: str) -> Score:
+async def judged(
+    context: StepContext,
+    scorer: Scorer,
+    case: Case,
+    completion: str,
+    judge_sample: int | None = None,
+) -> Score:
+    """The judge's grade of ``completion`` for ``case`` (its call recorded with role judge).
+
+    ``judge_sample`` (one of K grades of the same answer) seeds a mock judge's reply like a
+    sample index does.
+
+    Raises:
+        ValueError: as the ``score`` step.
+    """
     assert scorer.judge is not None and scorer.template is not None
     assert scorer.instructions is not None and scorer.grade_pattern is not None
     if not case.targets:
@@ -161,7 +178,8 @@ async def _judged(context: StepContext, scorer: Scorer, case: Case, completion: 
         )
         raise ValueError(msg) from None
     with judge_role():
-        reply = (await call(scorer.judge, request_for(scorer.judge, prompt, None))).text
+        request = request_for(scorer.judge, prompt, judge_sample)
+        reply = (await call(scorer.judge, request)).text
     grade = _judge.read_grade(
         reply,
         grade_pattern=scorer.grade_pattern,
@@ -204,15 +222,24 @@ async def evaluate(
     """Generate every (model, case, sample), then score each response.
 
     The generate step sees what the model is asked (each case's id, input and choices), so
-    editing a target or metadata re-grades the cached answers instead of asking again.
+    editing a target or metadata re-grades the cached answers instead of asking again. A
+    judge with a gold set, ``judge_samples`` or ``pairwise`` is scheduled by
+    ``fxtr.evals._judging`` (DESIGN §15).
     """
+    asked = await _as_asked(context, case)
     responses = context.run_step(
         "generate",
         generate,
-        {"model": model, "case": await _as_asked(context, case)},
+        {"model": model, "case": asked},
         map_over=["model", "case"],
         samples=samples,
     )
+    ref = await scorer.item()
+    spec = ref if isinstance(ref, Scorer) else await context.load(ref)
+    if spec.audited:
+        from fxtr.evals._judging import audited_scores
+
+        return await audited_scores(context, spec, case, asked, responses, samples)
     return context.run_step(
         "score",
         score,

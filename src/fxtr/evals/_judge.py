@@ -49,6 +49,36 @@ Does the submission contain the content in the expert answer?
 """  # noqa: E501
 
 
+DEFAULT_PAIRWISE_TEMPLATE = """
+You are comparing two answers to the same task based on a criterion. Here is the data:
+
+[BEGIN DATA]
+***
+[Task]: {question}
+***
+[Answer A]: {answer_a}
+***
+[Answer B]: {answer_b}
+***
+[Criterion]: {criterion}
+***
+[END DATA]
+
+Which answer meets the criterion better?
+
+{instructions}
+"""
+
+DEFAULT_PAIRWISE_INSTRUCTIONS = """
+After comparing the two answers, reply with 'GRADE: $VERDICT' (without quotes) where VERDICT is one of A, B or TIE: "A" if answer A is better, "B" if answer B is better, "TIE" if they are equally good (or equally bad). The order in which the answers are shown says nothing about their quality.
+
+First, write out in a step by step manner your reasoning about the criterion to be sure that your conclusion is correct. Then, end with your verdict formatted as 'GRADE: $VERDICT' (without quotes) where VERDICT is one of A, B or TIE.
+"""  # noqa: E501
+
+PAIRWISE_GRADE_PATTERN = r"(?is).*(?<!\w)GRADE(?!\w)\s*:\s*\**\s*(TIE|A|B)(?!\w)"
+"""The last ``GRADE: A``, ``GRADE: B`` or ``GRADE: TIE`` of a pairwise judge's reply."""
+
+
 def default_instructions(partial_credit: bool) -> str:
     """The grading instructions: reason step by step, end with ``GRADE: C`` (or P, or I)."""
     p = "P" if partial_credit else ""
@@ -112,6 +142,33 @@ def grading_prompt(
     return template.format(
         question=neutralize(question),
         answer=neutralize(answer),
+        criterion=neutralize(criterion),
+        instructions=instructions,
+        **extra,
+    )
+
+
+def pairwise_prompt(
+    template: str,
+    *,
+    question: str,
+    answer_a: str,
+    answer_b: str,
+    criterion: str,
+    instructions: str,
+    metadata: dict[str, Any],
+) -> str:
+    """The pairwise judge's prompt: the template filled with the task and both answers.
+
+    Raises:
+        KeyError: the template names a variable the case does not have.
+    """
+    reserved = ("question", "answer_a", "answer_b", "criterion", "instructions")
+    extra = {k: _neutralize_value(v) for k, v in metadata.items() if k not in reserved}
+    return template.format(
+        question=neutralize(question),
+        answer_a=neutralize(answer_a),
+        answer_b=neutralize(answer_b),
         criterion=neutralize(criterion),
         instructions=instructions,
         **extra,
