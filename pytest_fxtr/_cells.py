@@ -79,6 +79,7 @@ def evaluation_payload(ev: Eval, fail_under: float | None) -> dict[str, Any]:
         any_value = any_value or not gone
         cell["values"].append(number)
     _attach_addresses(by_cell, job.invocations, group_dims, case_dims)
+    _attach_judge(payload, job.invocations, group_dims)
     payload.update(
         case_dims=case_dims,
         group_dims=group_dims,
@@ -87,6 +88,14 @@ def evaluation_payload(ev: Eval, fail_under: float | None) -> dict[str, Any]:
         numeric=any_numeric or not any_value,
     )
     return payload
+
+
+def _attach_judge(payload: dict[str, Any], invocations: list[Any], group_dims: list[str]) -> None:
+    """The judge's audit (gold set, flips, pairs: DESIGN §15) when the job graded with one."""
+    from fxtr.evals._audit import has_judge_steps, judge_payload
+
+    if has_judge_steps(invocations):
+        payload["judge"] = judge_payload(invocations, group_dims)
 
 
 def _cell(group: dict[str, str], case: dict[str, str]) -> dict[str, Any]:
