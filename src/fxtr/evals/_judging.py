@@ -11,11 +11,12 @@ audited on what it has, and no derived step ever sits in review.
 Addresses under the eval's root:
 
 - ``calibration[gold=ID,judge_sample=J]``: the judge grades a gold case's ``completion``.
-- ``judge[model=M,case=C,sample=S,judge_sample=J]`` and ``vote[model=M,case=C,sample=S]``:
-  K verdicts of one answer and their majority (the output).
+- ``judge[model=M,case=C,sample=S,judge_sample=J]`` and ``vote_of_K[model=M,case=C,sample=S]``:
+  K verdicts of one answer and their majority (the output; named by K, so raising K tops
+  the grades up and votes again without a conflict).
 - ``against[case=C,sample=S]``: the reference model's answers for ``pairwise``;
   ``pairwise[model=M,case=C,sample=S,judge_sample=J,order=AB|BA]`` and
-  ``verdict[model=M,case=C,sample=S]`` (the output).
+  ``verdict[model=M,case=C,sample=S]`` (the output; ``verdict_of_K`` with K judge samples).
 """
 
 from __future__ import annotations
@@ -275,8 +276,11 @@ async def audited_scores(
             },
             map_over=["model", "case", "sample", JUDGE_SAMPLE, "order"],
         )
-        return context.run_step(
-            "verdict", pairwise_verdict, {"verdicts": pairs}, map_over=["model", "case", "sample"]
+        return context.run_step(  # a verdict of K grades per order is another computation
+            "verdict" if k == 1 else f"verdict_of_{k}",
+            pairwise_verdict,
+            {"verdicts": pairs},
+            map_over=["model", "case", "sample"],
         )
     if k == 1:
         return context.run_step(
@@ -291,6 +295,6 @@ async def audited_scores(
         {"scorer": grader_h, "case": case, "response": responses, "judge_sample": js},
         map_over=["model", "case", "sample", JUDGE_SAMPLE],
     )
-    return context.run_step(
-        "vote", judge_vote, {"verdicts": grades}, map_over=["model", "case", "sample"]
+    return context.run_step(  # named by K: the vote of 5 grades never replaces that of 3
+        f"vote_of_{k}", judge_vote, {"verdicts": grades}, map_over=["model", "case", "sample"]
     )
