@@ -14,7 +14,6 @@ import fxtr
 from fxtr.evals import (
     Case,
     evaluate,
-    includes,
     model_graded_fact,
     model_graded_qa,
     pairwise,
@@ -183,7 +182,7 @@ def test_judge_samples_ask_k_times_vote_and_top_up(tmp_path):
     judge_steps = [i for i in three.invocations if i.step == "fxtr.judge"]
     assert len(judge_steps) == 9 * 3
     assert all(re.search(r"judge_sample=[0-2]\]$", i.address) for i in judge_steps)
-    for (model, case, sample), score in three.output.items():
+    for (_model, case, _sample), score in three.output.items():
         answer = "Maybe " + QUESTIONS[f"q{case[1:]}"]
         votes = [random.Random(f"{answer}/{j}").random() < 0.5 for j in range(3)]
         assert score.value == (1.0 if sum(votes) >= 2 else 0.0), (case, votes)

@@ -144,8 +144,10 @@ def _rate(k: int, n: int) -> dict[str, Any] | None:
 
 
 def judge_figures(audit: Mapping[str, Any], group: Mapping[str, Any]) -> dict[str, Any]:
-    """A group's ``judge``: ``q0``, ``q1`` (Wilson), ``usable``, ``flip_rate``,
-    ``position_inconsistency`` (each ``None`` when not measured), and the gold set's size.
+    """A group's ``judge`` figures, each ``None`` when not measured.
+
+    ``q0``, ``q1`` (Wilson), ``usable``, ``flip_rate``, ``position_inconsistency``, the judge
+    models, and with a gold set its size, its own flip rate and the gold cases graded wrong.
     """
     gold = audit.get("gold")
     mine = next((g for g in audit.get("groups") or [] if g["group"] == dict(group)), None)
@@ -213,13 +215,8 @@ def unusable_note(figures: Mapping[str, Any]) -> str:
     q0, q1 = figures.get("q0"), figures.get("q1")
     if q0 is None or q1 is None:
         lacking = "negative (label 0)" if q0 is None else "positive (label 1)"
-        return (
-            f"judge {who}: the gold set has no {lacking} case, so its "
-            f"{'specificity q0' if q0 is None else 'sensitivity q1'} is unknown and scores "
-            "are not corrected (gated on the raw mean); add gold cases of both labels"
-        )
+        return f"judge {who}: no {lacking} gold case, not corrected: gated on the raw mean"
     return (
-        f"judge {who} is unusable: q0 {q0['value']:.3f} + q1 {q1['value']:.3f} = "
-        f"{q0['value'] + q1['value']:.3f} <= 1 on {figures.get('gold')} gold cases (no better "
-        "than chance); its groups are gated on the raw mean"
+        f"judge {who} is unusable (q0 + q1 = {q0['value'] + q1['value']:.3f} <= 1 on "
+        f"{figures.get('gold')} gold cases): gated on the raw mean"
     )

@@ -209,9 +209,9 @@ async def pairwise_verdict(
     value = ab if ab == ba else 0.5
     word = {1.0: "wins", 0.5: "ties", 0.0: "loses"}
     note = "" if ab == ba else " (the verdict depends on the order: a tie)"
-    lines = [f"shown first: {word.get(ab, ab)}; shown second: {word.get(ba, ba)}{note}"]
-    for (j, order), g in sorted(verdicts.items(), key=lambda kv: kv[0]):
-        lines.append(f"--- order {order}, judge sample {j}: GRADE {g['grade']} ---\n{g['reply']}")
+    lines = [f"shown first it {word.get(ab, ab)}; shown second it {word.get(ba, ba)}{note}"]
+    for (j, shown), g in sorted(verdicts.items(), key=lambda kv: kv[0]):
+        lines.append(f"--- order {shown}, judge sample {j}: GRADE {g['grade']} ---\n{g['reply']}")
     return Score(value=value, answer=None, explanation="\n\n".join(lines))
 
 
