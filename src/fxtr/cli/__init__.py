@@ -547,6 +547,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--output", help="the file --export writes")
     p.set_defaults(run=cmd_view)
+
+    from fxtr.cli._calibrate import add_parser as add_calibrate  # DESIGN §15's A/A control
+
+    add_calibrate(sub, common)
     return parser
 
 
