@@ -112,7 +112,7 @@ def aa_control(
     Returns:
         Per group: ``{"group", "cases", "samples", "splits", "false_flips",
         "false_flip_rate", "regressed", "improved", "alpha", "variance": {"between",
-        "within", "ratio"}, "mde"}`` (``ratio``, ``mde`` ``None`` when within is 0).
+        "within", "ratio"}, "mde"}`` (``ratio`` ``None`` when within is 0).
 
     Raises:
         ValueError: no group has two cases with at least two scored samples each.
@@ -173,10 +173,8 @@ def _group_control(
     between = statistics.variance(means)
     median = statistics.median(len(v) for _, v in cases)
     k = int(median) if median == int(median) else median
-    mde = (
-        minimum_detectable_effect(len(cases), math.sqrt(2 * within / k), alpha=alpha)
-        if within > 0 else None
-    )
+    # no within-case variance (a deterministic model): reruns agree, any change shows: 0
+    mde = minimum_detectable_effect(len(cases), math.sqrt(2 * within / k), alpha=alpha)
     return {
         "group": group,
         "cases": len(cases),
