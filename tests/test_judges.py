@@ -366,3 +366,17 @@ def test_the_audit_reads_flips_and_position_inconsistency_from_the_judge_steps()
     ]
     (pgroup,) = judge_payload(pairs, ["model"])["groups"]
     assert (pgroup["pairs"], pgroup["inconsistent"]) == (4, 2)
+
+
+def test_a_plain_judge_keeps_its_fields_so_its_cached_grades_keep_their_fingerprints():
+    """Only a judge asked for a gold set, K or a pairwise reference is an AuditedScorer."""
+    from fxtr.evals import AuditedScorer, Scorer
+    from fxtr.experiment._encoding import encode_text
+
+    plain = model_graded_qa(NOISY)
+    assert type(plain) is Scorer and not isinstance(plain, AuditedScorer)
+    assert not {"calibration", "judge_samples", "against"} & set(json.loads(encode_text(plain))["v"])
+    audited = model_graded_qa(NOISY, calibration=GOLD, judge_samples=3)
+    assert isinstance(audited, AuditedScorer)
+    assert audited.grader() == plain and type(audited.grader()) is Scorer
+    assert type(pairwise(NOISY, against=SUBJECT).grader()) is Scorer

@@ -18,6 +18,7 @@ from fxtr.evals._judge import (
 )
 from fxtr.evals._models import Model, mock_judge, register_mock, user_text
 from fxtr.evals._scorers import (
+    AuditedScorer,
     Score,
     Scorer,
     choice,
@@ -33,6 +34,7 @@ from fxtr.evals._scorers import (
 )
 
 __all__ = [
+    "AuditedScorer",
     "DEFAULT_GRADE_PATTERN",
     "DEFAULT_MODEL_GRADED_FACT_TEMPLATE",
     "DEFAULT_MODEL_GRADED_QA_TEMPLATE",

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fxtr.evals import _judge
 from fxtr.evals._cases import Case
 from fxtr.evals._models import Model
-from fxtr.evals._scorers import JUDGES, PAIRWISE, Score, Scorer
+from fxtr.evals._scorers import JUDGES, PAIRWISE, AuditedScorer, Score, Scorer
 from fxtr.experiment.arrays import Array
 from fxtr.experiment.entities import BoundID
 from fxtr.experiment.handles import ArrayHandle, ScalarHandle
@@ -236,7 +236,7 @@ async def evaluate(
     )
     ref = await scorer.item()
     spec = ref if isinstance(ref, Scorer) else await context.load(ref)
-    if spec.audited:
+    if isinstance(spec, AuditedScorer):
         from fxtr.evals._judging import audited_scores
 
         return await audited_scores(context, spec, case, asked, responses, samples)

@@ -30,7 +30,7 @@ from fxtr.evals import _judge
 from fxtr.evals._cases import Case
 from fxtr.evals._evaluate import call, generate, judge_role, judged, request_for
 from fxtr.evals._models import Model
-from fxtr.evals._scorers import PAIRWISE, Score, Scorer, gold_label
+from fxtr.evals._scorers import PAIRWISE, AuditedScorer, Score, Scorer, gold_label
 from fxtr.experiment.arrays import Array
 from fxtr.experiment.entities import BoundID
 from fxtr.experiment.handles import ArrayHandle
@@ -220,7 +220,7 @@ async def pairwise_verdict(
 
 async def audited_scores(
     context: WorkflowContext,
-    spec: Scorer,
+    spec: AuditedScorer,
     case: ArrayHandle[BoundID[Case]],
     asked: ArrayHandle[BoundID[Case]],
     responses: ArrayHandle[ModelResponse],

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Iterable
+from typing import Any
 
 from fxtr.evals import _judge, _text
 from fxtr.evals._cases import Case
@@ -52,30 +52,15 @@ class Scorer(Entity):
     grade_pattern: str | None = None
     grade_words: bool = False
     grades: tuple[str, ...] = ()
-    calibration: tuple[Case, ...] = ()
-    """A judge's gold cases (``metadata``: ``completion`` and ``label`` 1/0), DESIGN §15."""
-    judge_samples: int = 1
-    """How many times the judge grades each answer (the majority verdict is the score)."""
-    against: Model | None = None
-    """``pairwise``: the model whose answers this model's are graded against."""
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
             msg = f"Unknown scorer kind {self.kind!r}: use one of {', '.join(KINDS)}."
             raise ValueError(msg)
 
-    @property
-    def audited(self) -> bool:
-        """Whether grading needs more than one judge call per answer, or a gold set."""
-        return bool(self.calibration) or self.judge_samples != 1 or self.kind == PAIRWISE
-
     def grader(self) -> Scorer:
-        """This scorer without its gold set and judge sample count: what grades one answer.
-
-        The ``score``/``judge`` steps take this one, so adding gold cases or raising
-        ``judge_samples`` never changes the inputs of the grades already cached.
-        """
-        return dataclasses.replace(self, calibration=(), judge_samples=1)
+        """What grades one answer: this scorer (an ``AuditedScorer`` drops its audit)."""
+        return self
 
     def __fxtr_id__(self) -> str:
         """The scorer's kind (and judge) in pytest node ids."""
@@ -124,6 +109,29 @@ class Scorer(Entity):
             completion, targets, len(case.choices), multiple=self.multiple_correct
         )
         return Score(value=value, answer=picked, explanation=completion)
+
+
+class AuditedScorer(Scorer):
+    """A judge with a gold set, repeated verdicts or a pairwise reference (DESIGN §15).
+
+    The judge builders return one only when asked for one of these, so a plain scorer keeps
+    the fields (and the fingerprints of its cached grades) it always had.
+    """
+
+    calibration: tuple[Case, ...] = ()
+    """Gold cases: ``metadata`` holds the ``completion`` to grade and its ``label`` (1/0)."""
+    judge_samples: int = 1
+    """How many times the judge grades each answer (the majority verdict is the score)."""
+    against: Model | None = None
+    """``pairwise``: the model whose answers this model's are graded against."""
+
+    def grader(self) -> Scorer:
+        """This scorer without its gold set, K and reference: what grades one answer.
+
+        The grading steps take this one, so adding gold cases or raising ``judge_samples``
+        never changes the inputs of the grades already cached.
+        """
+        return Scorer(**{name: getattr(self, name) for name in Scorer.__entity_fields__})
 
 
 def _targets(scorer: Scorer, case: Case) -> list[str]:
@@ -304,17 +312,18 @@ def _judge_scorer(
         offered = ("C", "P", "I") if partial_credit else ("C", "I")
     else:
         resolved = grade_pattern or _judge.DEFAULT_GRADE_PATTERN
-    return Scorer(
-        kind=kind,
-        judge=judge,
-        template=template,
-        instructions=instructions or _judge.default_instructions(partial_credit),
-        grade_pattern=resolved,
-        grade_words=default_pattern,
-        grades=offered,
-        calibration=gold,
-        judge_samples=samples,
-    )
+    fields: dict[str, Any] = {
+        "kind": kind,
+        "judge": judge,
+        "template": template,
+        "instructions": instructions or _judge.default_instructions(partial_credit),
+        "grade_pattern": resolved,
+        "grade_words": default_pattern,
+        "grades": offered,
+    }
+    if gold or samples != 1:
+        return AuditedScorer(**fields, calibration=gold, judge_samples=samples)
+    return Scorer(**fields)
 
 
 def pairwise(
@@ -354,7 +363,7 @@ def pairwise(
         if not isinstance(model, Model):
             msg = f"pairwise({name}) takes a fxtr.evals.Model, got {model!r}: write Model(NAME)."
             raise TypeError(msg)
-    return Scorer(
+    return AuditedScorer(
         kind=PAIRWISE,
         judge=judge,
         against=against,
