@@ -84,6 +84,8 @@ def test_pairwise_needs_models():
     judge = register_mock("tj-any", "GRADE: C")
     with pytest.raises(TypeError, match="pairwise.against."):
         pairwise(judge, against="openai/gpt-5")
+    with pytest.raises(ValueError, match="two answers at once.*fxtr.evaluate"):
+        pairwise(judge, against=judge).grade(_gold(0, **GOOD), "Paris")
 
 
 # --------------------------------------------------------------------------- majority

@@ -10,7 +10,7 @@ from typing import Annotated, Any
 from fxtr.evals import _judge
 from fxtr.evals._cases import Case
 from fxtr.evals._models import Model
-from fxtr.evals._scorers import JUDGES, PAIRWISE, AuditedScorer, Score, Scorer
+from fxtr.evals._scorers import JUDGES, AuditedScorer, Score, Scorer
 from fxtr.experiment.arrays import Array
 from fxtr.experiment.entities import BoundID
 from fxtr.experiment.handles import ArrayHandle, ScalarHandle
@@ -130,15 +130,12 @@ async def score(context: StepContext, scorer: Scorer, case: Case, response: Mode
             was offered (the raw reply is in the message; the cell is missing, not wrong).
     """
     completion = response.text
-    if scorer.kind not in JUDGES and scorer.kind != PAIRWISE:
+    if scorer.kind not in JUDGES:
         return scorer.grade(case, completion)
-    if scorer.kind not in JUDGES:  # pairwise grades two answers: fxtr.evaluate schedules it
-        msg = f"{scorer.kind} grades two answers at once: run it with the fxtr.evaluate workflow."
-        raise ValueError(msg)
-    return await judged(context, scorer, case, completion)
+    return await _judged(context, scorer, case, completion)
 
 
-async def judged(
+async def _judged(
     context: StepContext,
     scorer: Scorer,
     case: Case,
@@ -148,7 +145,9 @@ async def judged(
     """The judge's grade of ``completion`` for ``case`` (its call recorded with role judge).
 
     ``judge_sample`` (one of K grades of the same answer) seeds a mock judge's reply like a
-    sample index does.
+    sample index does. (The ``score`` step's body is unchanged since before judge audits, so
+    its cached grades keep their fingerprints: new behaviour goes here and in the
+    ``fxtr.evals._judging`` steps.)
 
     Raises:
         ValueError: as the ``score`` step.
@@ -161,25 +160,8 @@ async def judged(
             "give the dataset a target column."
         )
         raise ValueError(msg)
-    try:
-        prompt = _judge.grading_prompt(
-            scorer.template,
-            question=case.input,
-            answer=completion,
-            criterion="".join(case.targets),
-            instructions=scorer.instructions,
-            metadata=case.metadata,
-        )
-    except (KeyError, IndexError, ValueError) as exc:
-        msg = (
-            f"The {scorer.kind} template cannot be filled for case {case.id!r} ({exc!r}): it "
-            "may use {question}, {answer}, {criterion}, {instructions} and the case's "
-            "metadata keys; double other braces ({{ }})."
-        )
-        raise ValueError(msg) from None
-    with judge_role():
-        request = request_for(scorer.judge, prompt, judge_sample)
-        reply = (await call(scorer.judge, request)).text
+    values = {"question": case.input, "answer": completion, "criterion": "".join(case.targets)}
+    reply = await ask_judge(scorer, case, values, judge_sample)
     grade = _judge.read_grade(
         reply,
         grade_pattern=scorer.grade_pattern,
@@ -196,6 +178,35 @@ async def judged(
         raise ValueError(msg)
     context.log(f"judge {scorer.judge.name}: GRADE {grade}")
     return Score(value=_judge.grade_value(grade), answer=completion, explanation=reply)
+
+
+async def ask_judge(
+    scorer: Scorer, case: Case, values: dict[str, str], judge_sample: int | None
+) -> str:
+    """Fill the judge's template with ``values`` and the case's metadata; the judge's reply.
+
+    The call is recorded with the role ``judge``.
+
+    Raises:
+        ValueError: the template names a variable the case does not have.
+    """
+    assert scorer.judge is not None and scorer.template is not None
+    assert scorer.instructions is not None
+    try:
+        prompt = _judge.fill(
+            scorer.template, values=values, instructions=scorer.instructions,
+            metadata=case.metadata,
+        )
+    except (KeyError, IndexError, ValueError) as exc:
+        names = ", ".join("{" + name + "}" for name in (*values, "instructions"))
+        msg = (
+            f"The {scorer.kind} template cannot be filled for case {case.id!r} ({exc!r}): it "
+            f"may use {names} and the case's metadata keys; "
+            "double other braces ({{ }})."
+        )
+        raise ValueError(msg) from None
+    with judge_role():
+        return (await call(scorer.judge, request_for(scorer.judge, prompt, judge_sample))).text
 
 
 async def _as_asked(

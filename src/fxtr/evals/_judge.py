@@ -118,6 +118,23 @@ def _neutralize_value(value: Any) -> Any:
     return value
 
 
+def fill(
+    template: str, *, values: dict[str, str], instructions: str, metadata: dict[str, Any]
+) -> str:
+    """A judge's prompt: ``template`` filled with ``values``, the instructions and metadata.
+
+    Every value and metadata entry is neutralized (``[END DATA]`` cannot close the data
+    block early); metadata keys are template variables too, except the names of ``values``.
+
+    Raises:
+        KeyError: the template names a variable the case does not have.
+    """
+    reserved = (*values, "instructions")
+    extra = {k: _neutralize_value(v) for k, v in metadata.items() if k not in reserved}
+    filled = {k: neutralize(v) for k, v in values.items()}
+    return template.format(**filled, instructions=instructions, **extra)
+
+
 def grading_prompt(
     template: str,
     *,
@@ -134,45 +151,8 @@ def grading_prompt(
     Raises:
         KeyError: the template names a variable the case does not have.
     """
-    extra = {
-        k: _neutralize_value(v)
-        for k, v in metadata.items()
-        if k not in ("question", "answer", "criterion", "instructions")
-    }
-    return template.format(
-        question=neutralize(question),
-        answer=neutralize(answer),
-        criterion=neutralize(criterion),
-        instructions=instructions,
-        **extra,
-    )
-
-
-def pairwise_prompt(
-    template: str,
-    *,
-    question: str,
-    answer_a: str,
-    answer_b: str,
-    criterion: str,
-    instructions: str,
-    metadata: dict[str, Any],
-) -> str:
-    """The pairwise judge's prompt: the template filled with the task and both answers.
-
-    Raises:
-        KeyError: the template names a variable the case does not have.
-    """
-    reserved = ("question", "answer_a", "answer_b", "criterion", "instructions")
-    extra = {k: _neutralize_value(v) for k, v in metadata.items() if k not in reserved}
-    return template.format(
-        question=neutralize(question),
-        answer_a=neutralize(answer_a),
-        answer_b=neutralize(answer_b),
-        criterion=neutralize(criterion),
-        instructions=instructions,
-        **extra,
-    )
+    values = {"question": question, "answer": answer, "criterion": criterion}
+    return fill(template, values=values, instructions=instructions, metadata=metadata)
 
 
 def read_grade(

@@ -26,9 +26,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Annotated, Any
 
-from fxtr.evals import _judge
 from fxtr.evals._cases import Case
-from fxtr.evals._evaluate import call, generate, judge_role, judged, request_for
+from fxtr.evals._evaluate import _judged as judged
+from fxtr.evals._evaluate import ask_judge, generate
 from fxtr.evals._models import Model
 from fxtr.evals._scorers import PAIRWISE, AuditedScorer, Score, Scorer, gold_label
 from fxtr.experiment.arrays import Array
@@ -158,25 +158,9 @@ async def pairwise_judge(
     assert scorer.instructions is not None and scorer.grade_pattern is not None
     first, second = (response.text, other.text) if order == "AB" else (other.text, response.text)
     criterion = "".join(case.targets) or "the answer that is more correct, complete and helpful"
-    try:
-        prompt = _judge.pairwise_prompt(
-            scorer.template,
-            question=case.input,
-            answer_a=first,
-            answer_b=second,
-            criterion=criterion,
-            instructions=scorer.instructions,
-            metadata=case.metadata,
-        )
-    except (KeyError, IndexError, ValueError) as exc:
-        msg = (
-            f"The pairwise template cannot be filled for case {case.id!r} ({exc!r}): it may use "
-            "{question}, {answer_a}, {answer_b}, {criterion}, {instructions} and the case's "
-            "metadata keys; double other braces ({{ }})."
-        )
-        raise ValueError(msg) from None
-    with judge_role():
-        reply = (await call(scorer.judge, request_for(scorer.judge, prompt, judge_sample))).text
+    values = {"question": case.input, "answer_a": first, "answer_b": second,
+              "criterion": criterion}
+    reply = await ask_judge(scorer, case, values, judge_sample)
     found = re.search(scorer.grade_pattern, reply)
     grade = found.group(1).upper() if found else None
     if grade not in ("A", "B", "TIE"):

@@ -73,7 +73,10 @@ class Scorer(Entity):
             ValueError: a judge (use the ``score`` step), or a case without the target or
                 choices this scorer needs.
         """
-        if self.kind in JUDGES or self.kind == PAIRWISE:
+        if self.kind == PAIRWISE:
+            msg = "pairwise grades two answers at once: run it with the fxtr.evaluate workflow."
+            raise ValueError(msg)
+        if self.kind in JUDGES:
             msg = f"{self.kind} calls a model: grade with the fxtr.evals.score step."
             raise ValueError(msg)
         targets = _targets(self, case)
