@@ -382,3 +382,14 @@ def test_a_plain_judge_keeps_its_fields_so_its_cached_grades_keep_their_fingerpr
     assert isinstance(audited, AuditedScorer)
     assert audited.grader() == plain and type(audited.grader()) is Scorer
     assert type(pairwise(NOISY, against=SUBJECT).grader()) is Scorer
+
+
+def test_gold_cases_belong_to_no_cell_of_the_matrix(pytester):
+    """A cell opens its own answers' judge calls; the gold set's are not every cell's."""
+    _project(pytester, threshold=0.5)
+    _run(pytester)
+    report = json.loads((pytester.path / "report.json").read_text())
+    (job,) = report["jobs"]
+    for cell in job["cells"]:
+        assert cell["addresses"] and not any("/calibration[" in a for a in cell["addresses"])
+    assert any("/calibration[" in i["address"] for i in job["invocations"])

@@ -28,6 +28,7 @@ import argparse
 import math
 import random
 import statistics
+from collections.abc import Callable
 from typing import Any
 
 from fxtr.stats import minimum_detectable_effect, paired_difference
@@ -36,8 +37,8 @@ DEFAULT_SPLITS = 200
 NO_CHANGE = "no significant change"
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    """Register ``fxtr calibrate`` on the ``fxtr`` command's subparsers."""
+def add_parser(sub: Any, common: argparse.ArgumentParser, run: Callable[..., int]) -> None:
+    """Register ``fxtr calibrate`` on the ``fxtr`` command's subparsers, run by ``run``."""
     p = sub.add_parser(
         "calibrate",
         parents=[common],
@@ -60,40 +61,80 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         help="the comparison's significance level: intervals at 1 - alpha (default 0.05)",
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
-    p.set_defaults(run=cmd_calibrate)
+    p.set_defaults(run=run)
 
 
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    """Run ``fxtr calibrate``."""
-    from fxtr.cli import CommandError, _job_id, _print_json, _store
-    from fxtr.report._evals import evaluation_of
+def check_options(args: argparse.Namespace) -> None:
+    """``--splits`` and ``--alpha`` in range.
 
+    Raises:
+        ValueError: naming the option and the fix.
+    """
     if args.splits < 1:
         msg = f"--splits {args.splits} must be at least 1 (200 is the default)."
-        raise CommandError(msg)
+        raise ValueError(msg)
     if not 0 < args.alpha < 1:
         msg = f"--alpha {args.alpha} must lie strictly between 0 and 1 (e.g. 0.05)."
-        raise CommandError(msg)
-    store = _store(args)
-    job_id = _job_id(store, args.job)
-    evaluation = evaluation_of(store.get_job(job_id))
+        raise ValueError(msg)
+
+
+def run(
+    args: argparse.Namespace,
+    open_store: Callable[[], Any],
+    job_id_of: Callable[[Any, str], str],
+    print_json: Callable[[Any], None],
+    error: Callable[[str], Exception],
+) -> int:
+    """Run ``fxtr calibrate`` with the command's store, job lookup, JSON printer and error.
+
+    Raises:
+        Exception: ``error(message)`` for bad options, a job that is no eval or has too few
+            samples (the ``fxtr`` command prints it and exits 1).
+    """
+    try:
+        check_options(args)
+        store = open_store()
+        job_id = job_id_of(store, args.job)
+        document, lines = calibrate(args, job_id, store.get_job(job_id))
+    except ValueError as exc:
+        raise error(str(exc)) from None
+    if document is not None:
+        print_json(document)
+    else:
+        print("\n".join(lines))
+    return 0
+
+
+def calibrate(
+    args: argparse.Namespace, job_id: str, record: dict[str, Any]
+) -> tuple[dict[str, Any] | None, list[str]]:
+    """``fxtr calibrate``'s output for one job record: the JSON document or the lines.
+
+    Returns:
+        ``(document, [])`` with ``--json``, else ``(None, lines)``.
+
+    Raises:
+        ValueError: the job is no eval, or has too few samples (the message says the fix).
+    """
+    from fxtr.report._evals import evaluation_of
+
+    evaluation = evaluation_of(record)
     if evaluation is None:
         msg = (
             f"job {job_id} has no evaluation (only jobs of fxtr-marked pytest evals record "
             "one). `fxtr jobs` shows which jobs are evals."
         )
-        raise CommandError(msg)
+        raise ValueError(msg)
     try:
         groups = aa_control(evaluation, splits=args.splits, seed=args.seed, alpha=args.alpha)
     except ValueError as exc:
         msg = f"job {job_id}: {exc}"
-        raise CommandError(msg) from None
+        raise ValueError(msg) from None
     if args.json:
-        _print_json({"job_id": job_id, "eval": evaluation.get("eval"), "splits": args.splits,
-                     "seed": args.seed, "alpha": args.alpha, "groups": groups})
-        return 0
-    print("\n".join(calibration_lines(job_id, evaluation, groups, args.alpha)))
-    return 0
+        document = {"job_id": job_id, "eval": evaluation.get("eval"), "splits": args.splits,
+                    "seed": args.seed, "alpha": args.alpha, "groups": groups}
+        return document, []
+    return None, calibration_lines(job_id, evaluation, groups, args.alpha)
 
 
 def aa_control(

@@ -26,9 +26,9 @@ from collections import Counter
 from collections.abc import Sequence
 from typing import Annotated, Any
 
+from fxtr.evals._calls import _judged as judged
+from fxtr.evals._calls import ask_judge
 from fxtr.evals._cases import Case
-from fxtr.evals._evaluate import _judged as judged
-from fxtr.evals._evaluate import ask_judge, generate
 from fxtr.evals._models import Model
 from fxtr.evals._scorers import PAIRWISE, AuditedScorer, Score, Scorer, gold_label
 from fxtr.experiment.arrays import Array
@@ -205,18 +205,28 @@ async def pairwise_verdict(
 async def audited_scores(
     context: WorkflowContext,
     spec: AuditedScorer,
-    case: ArrayHandle[BoundID[Case]],
-    asked: ArrayHandle[BoundID[Case]],
-    responses: ArrayHandle[ModelResponse],
+    handles: tuple[
+        ArrayHandle[BoundID[Case]], ArrayHandle[BoundID[Case]], ArrayHandle[ModelResponse]
+    ],
     samples: int,
+    steps: tuple[Any, Any],
 ) -> ArrayHandle[Score]:
     """Schedule the judge's gold set, its K verdicts or its pairs.
+
+    Args:
+        context: the ``fxtr.evaluate`` workflow's context.
+        spec: the scorer with its audit.
+        handles: the cases (in full), the cases as the models see them, the answers.
+        samples: the workflow's ``samples``.
+        steps: the kit's ``generate`` step (for ``against``'s answers) and ``score`` step
+            (one grade per answer when K is 1), given so that this module needs not import
+            the workflow's.
 
     Returns:
         The ``[model, case, sample]`` scores, as the plain ``score`` step's.
     """
-    from fxtr.evals._evaluate import score
-
+    case, asked, responses = handles
+    answer, score = steps
     grader = spec.grader()
     grader_h = context.add_source_array(
         "grader", Array.scalar(await context.store(grader), BoundID[Scorer])
@@ -245,7 +255,7 @@ async def audited_scores(
             "against_model", Array.scalar(await context.store(spec.against), BoundID[Model])
         )
         others = context.run_step(
-            "against", generate, {"model": against, "case": asked}, map_over=["case"],
+            "against", answer, {"model": against, "case": asked}, map_over=["case"],
             samples=samples,
         )
         orders = context.add_source_array(

@@ -17,7 +17,7 @@ from collections import Counter
 from collections.abc import Hashable, Sequence
 from statistics import NormalDist
 
-from . import Estimate  # the package defines Estimate before it imports this module
+from ._estimate import Estimate
 
 __all__ = ["corrected_proportion", "cohen_kappa"]
 
