@@ -78,7 +78,9 @@ def evaluation_payload(ev: Eval, fail_under: float | None) -> dict[str, Any]:
             any_numeric = True
         any_value = any_value or not gone
         cell["values"].append(number)
-    _attach_addresses(by_cell, job.invocations, group_dims, case_dims)
+    # a judge's gold cases belong to no cell (they carry none of the cells' keys)
+    graded = [inv for inv in job.invocations if inv.step != "fxtr.judge_gold"]
+    _attach_addresses(by_cell, graded, group_dims, case_dims)
     _attach_judge(payload, job.invocations, group_dims)
     payload.update(
         case_dims=case_dims,
