@@ -389,13 +389,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 1 if regressed and args.fail_on_regression else 0
 
 
-def cmd_calibrate(args: argparse.Namespace) -> int:
-    """``fxtr calibrate JOB``: the A/A control (``fxtr.cli._calibrate``)."""
-    from fxtr.cli._calibrate import run
-
-    return run(args, lambda: _store(args), _job_id, _print_json, CommandError)
-
-
 def cmd_view(args: argparse.Namespace) -> int:
     from fxtr.cli._server import export_html, serve
 
@@ -571,8 +564,7 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_view)
 
     from fxtr.cli._calibrate import add_parser as add_calibrate  # DESIGN §15's A/A control
-
-    add_calibrate(sub, common, run=cmd_calibrate)
+    add_calibrate(sub, common, (_store, _job_id, _print_json, CommandError))
     return parser
 
 

@@ -25,10 +25,10 @@ left).
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import random
 import statistics
-from collections.abc import Callable
 from typing import Any
 
 from fxtr.stats import minimum_detectable_effect, paired_difference
@@ -37,8 +37,12 @@ DEFAULT_SPLITS = 200
 NO_CHANGE = "no significant change"
 
 
-def add_parser(sub: Any, common: argparse.ArgumentParser, run: Callable[..., int]) -> None:
-    """Register ``fxtr calibrate`` on the ``fxtr`` command's subparsers, run by ``run``."""
+def add_parser(sub: Any, common: argparse.ArgumentParser, helpers: tuple[Any, ...]) -> None:
+    """Register ``fxtr calibrate`` on the ``fxtr`` command's subparsers.
+
+    ``helpers`` are the command's ``(open the store, resolve a job, print JSON, error
+    class)``, given so that this module needs not import ``fxtr.cli``.
+    """
     p = sub.add_parser(
         "calibrate",
         parents=[common],
@@ -61,7 +65,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser, run: Callable[..., int
         help="the comparison's significance level: intervals at 1 - alpha (default 0.05)",
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
-    p.set_defaults(run=run)
+    p.set_defaults(run=functools.partial(run, helpers=helpers))
 
 
 def check_options(args: argparse.Namespace) -> None:
@@ -78,22 +82,17 @@ def check_options(args: argparse.Namespace) -> None:
         raise ValueError(msg)
 
 
-def run(
-    args: argparse.Namespace,
-    open_store: Callable[[], Any],
-    job_id_of: Callable[[Any, str], str],
-    print_json: Callable[[Any], None],
-    error: Callable[[str], Exception],
-) -> int:
-    """Run ``fxtr calibrate`` with the command's store, job lookup, JSON printer and error.
+def run(args: argparse.Namespace, *, helpers: tuple[Any, ...]) -> int:
+    """Run ``fxtr calibrate`` with the command's helpers (see :func:`add_parser`).
 
     Raises:
-        Exception: ``error(message)`` for bad options, a job that is no eval or has too few
+        Exception: the command's error for bad options, a job that is no eval or has too few
             samples (the ``fxtr`` command prints it and exits 1).
     """
+    open_store, job_id_of, print_json, error = helpers
     try:
         check_options(args)
-        store = open_store()
+        store = open_store(args)
         job_id = job_id_of(store, args.job)
         document, lines = calibrate(args, job_id, store.get_job(job_id))
     except ValueError as exc:
