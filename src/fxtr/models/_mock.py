@@ -25,12 +25,15 @@ from fxtr.models._types import (
     ModelRequest,
     ModelResponse,
     SystemMessage,
+    ToolCall,
     ToolMessage,
     Usage,
     UserMessage,
 )
 
-Reply = str | Sequence[str] | Callable[[ModelRequest], "str | ModelResponse | ModelCallFailure"]
+Answer = str | ToolCall | Sequence[str | ToolCall] | ModelResponse | ModelCallFailure
+"""What a reply callable may return: text, a tool call, several (parallel calls), a reply."""
+Reply = str | Sequence[str] | Callable[[ModelRequest], Answer]
 
 
 _CODE: dict[str, str] = {}
@@ -186,6 +189,25 @@ def request_text(request: ModelRequest) -> str:
     return "\n".join(parts)
 
 
+def _output_of(out: Any) -> tuple[ContentText | ToolCall, ...]:
+    """A script's answer as reply blocks: text, a tool call, or a list of both."""
+    items = out if isinstance(out, (list, tuple)) else [out]
+    return tuple(
+        item if isinstance(item, (ContentText, ToolCall)) else ContentText(text=str(item))
+        for item in items
+    )
+
+
+def _output_text(output: tuple[ContentText | ToolCall, ...]) -> str:
+    """What the reply's output tokens are estimated from (a call as its JSON)."""
+    import json
+
+    return "".join(
+        b.text if isinstance(b, ContentText) else json.dumps([b.name, b.arguments])
+        for b in output
+    )
+
+
 class MockModelAPI:
     """A model that answers from a script, offline, with realistic usage and cost.
 
@@ -195,8 +217,10 @@ class MockModelAPI:
             something; otherwise ``price_as`` names the model to price it as, or cost is
             ``None``.
         reply: a string; a list of strings used in turn (the last one repeats); or a
-            callable of the ``ModelRequest`` returning a string, a ``ModelResponse`` or a
-            ``ModelCallFailure`` (raised as ``ModelCallError``), or raising.
+            callable of the ``ModelRequest`` returning a string, a ``ToolCall`` (see
+            ``fxtr.agents.tool_call``), a list of strings and tool calls (parallel calls),
+            a ``ModelResponse`` or a ``ModelCallFailure`` (raised as ``ModelCallError``),
+            or raising. Text and tool calls get estimated usage and the model's price.
         delay: seconds each call takes.
         price_as: a priced model name to compute the cost with.
     """
@@ -261,17 +285,18 @@ class MockModelAPI:
             if isinstance(out, ModelResponse):
                 call.response = out
                 return out
-            text = str(out)
+            output = _output_of(out)
             usage = Usage(
                 input_tokens=estimate_tokens(request_text(request)),
-                output_tokens=estimate_tokens(text),
+                output_tokens=estimate_tokens(_output_text(output)),
             )
             priced = self.model_name if has_price(self.model_name) else self.price_as
+            calls = any(isinstance(block, ToolCall) for block in output)
             response = ModelResponse(
-                output=(ContentText(text=text),),
+                output=output,
                 usage=usage,
                 cost=cost_of(priced, usage) if priced else None,
-                stop_reason="stop",
+                stop_reason="tool_calls" if calls else "stop",
                 model=self.model_name,
             )
             call.response = response
