@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
+import sys
 from typing import Any
 
 from fxtr.store import Store
@@ -189,3 +191,86 @@ def why_lines(store: Store, address: str) -> list[str]:
     else:
         return [*lines, "  ran because the address held no entry (it was new)"]
     return lines + [f"    {part}" for part in changed]
+
+
+def run_cache(args: argparse.Namespace, store: Store, error: type[Exception]) -> int:
+    """``fxtr cache [stats|clear|history|why|restore]``; ``error`` is the command's error.
+
+    Raises:
+        Exception: ``error``, for a bad address or clearing without confirmation.
+    """
+    action = getattr(args, "action", None) or "stats"
+    if action == "stats":
+        volume = store.volume()
+        print(f"store {volume.pop('path')} · {volume.pop('bytes') / 1e6:.1f} MB")
+        for name, count in volume.items():
+            print(f"  {name}: {count}")
+        return 0
+    if action == "clear":
+        count = sum(1 for _ in store.iter_entries())
+        if not args.yes:
+            if not sys.stdin or not sys.stdin.isatty():
+                msg = f"refusing to clear {count} cache entries without confirmation; pass --yes."
+                raise error(msg)
+            answer = input(f"Clear {count} cache entries in {store.path}? Job records stay. [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("nothing cleared")
+                return 1
+        print(f"cleared {store.clear_cache()} cache entries")
+        return 0
+    try:
+        if action in ("why", "history"):
+            lines = (why_lines if action == "why" else history_lines)(store, args.address)
+            print("\n".join(lines))
+            return 0
+        entry = store.restore(args.address, args.index)
+    except KeyError as exc:
+        raise error(str(exc.args[0])) from None
+    print(
+        f"restored {args.address} to {entry['fingerprint'][:16]} (the entry it replaces stays kept)"
+    )
+    return 0
+
+
+def add_cache_parser(sub: Any, common: argparse.ArgumentParser, run: Any) -> None:
+    """The ``cache`` command and its actions."""
+    p = sub.add_parser(
+        "cache",
+        parents=[common],
+        help="cache size; clear, history, restore, why",
+        description="The step cache: its size (the default), clearing it, an address's "
+        "entries, restoring one, and why an address was not served from it.",
+    )
+    p.set_defaults(run=run, action="stats")
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    actions.add_parser("stats", parents=[common], help="entries and size (the default)")
+    a = actions.add_parser("clear", parents=[common], help="remove every cache entry")
+    a.add_argument("--yes", action="store_true", help="clear without asking")
+    raw = argparse.RawDescriptionHelpFormatter
+    for name, text, doc in (
+        ("history", "an address's entries and what changed between them", HISTORY_HELP),
+        ("why", "why an address was not served from the cache: what changed", WHY_HELP),
+    ):
+        a = actions.add_parser(
+            name, parents=[common], help=text, description=doc, formatter_class=raw
+        )
+        a.add_argument("address", metavar="ADDRESS", help="a step invocation's address")
+    a = actions.add_parser(
+        "restore",
+        parents=[common],
+        help="make a kept entry of an address current again",
+        description=RESTORE_HELP,
+        formatter_class=raw,
+    )
+    a.add_argument(
+        "address",
+        metavar="ADDRESS",
+        help="a step invocation's address, e.g. 'qa.evaluate/answer[model=a,prompt=p1]'",
+    )
+    a.add_argument(
+        "--index",
+        type=int,
+        default=-1,
+        help="which kept entry: 0 the oldest, -1 the newest (default), as "
+        "`fxtr cache history ADDRESS` numbers them",
+    )
