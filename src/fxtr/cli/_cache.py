@@ -13,10 +13,12 @@ from fxtr.store._base import entry_key
 HISTORY_HELP = """\
 List the entries an ADDRESS keeps, newest first: the current one (marked `current`), then
 the others, each numbered as `fxtr cache restore --index` takes it, and what changed from
-each entry to the next newer one: the step's inputs (by name), its source code, its version,
-and the fingerprint that the cache keys on. An address keeps up to --fxtr-cache-keep entries
-(default 20), one per fingerprint: a run whose fingerprint is any of them is served from it
-and makes it current; past the limit, the entry that was current longest ago goes.
+each entry to the next newer one: the step's inputs (by name and field path, such as
+case.target), its code (`code of STEP`), its version, a mock model's reply (`code of
+mock/NAME`), and the fingerprint that the cache keys on. An address keeps up to
+--fxtr-cache-keep entries (default 20), one per fingerprint: a run whose fingerprint is any
+of them is served from it and makes it current; past the limit, the entry that was current
+longest ago goes.
 """
 
 RESTORE_HELP = """\
@@ -35,23 +37,19 @@ def _stamp(value: Any) -> str:
     return dt.datetime.fromtimestamp(value).isoformat(sep=" ", timespec="seconds")
 
 
-def entry_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """What differs between two entries of one address, in words (empty: nothing)."""
-    changes = []
-    old_inputs = before.get("inputs") or {}
-    new_inputs = after.get("inputs") or {}
-    for name in sorted(set(old_inputs) | set(new_inputs)):
-        if name not in old_inputs:
-            changes.append(f"input {name!r} added")
-        elif name not in new_inputs:
-            changes.append(f"input {name!r} removed")
-        elif old_inputs[name] != new_inputs[name]:
-            changes.append(
-                f"input {name!r} changed ({str(old_inputs[name])[:12]} → "
-                f"{str(new_inputs[name])[:12]})"
-            )
+def entry_changes(store: Store, before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What differs between two entries of one address, in words (empty: nothing).
+
+    Inputs by name and field path (``case.target``), as ``fxtr cache why`` names them.
+    """
+    from fxtr.experiment._why import input_parts
+
+    changes = input_parts(store, before.get("inputs") or {}, after.get("inputs") or {})
     if before.get("source") != after.get("source"):
-        changes.append("source code changed")
+        changes.append(f"code of {after.get('step')}")
+    for name in sorted(set(before.get("code") or {}) | set(after.get("code") or {})):
+        if (before.get("code") or {}).get(name) != (after.get("code") or {}).get(name):
+            changes.append(f"code of {name}")
     if before.get("version") != after.get("version"):
         changes.append(f"version {before.get('version')!r} → {after.get('version')!r}")
     if before.get("step") != after.get("step"):
@@ -89,7 +87,7 @@ def history_lines(store: Store, address: str) -> list[str]:
             f"{_stamp(entry.get('created_at'))}"
         )
         if n + 1 < len(entries):
-            changes = entry_changes(entries[n + 1][1], entry)
+            changes = entry_changes(store, entries[n + 1][1], entry)
             lines.append(
                 "    changed from the next: " + ("; ".join(changes) if changes else "nothing")
             )
