@@ -302,3 +302,22 @@ def test_a_mock_digest_is_the_same_in_every_process():
         for seed in ("1", "2")
     }
     assert len(outs) == 1 and "gpt-5-mini" in outs.pop()
+
+
+def test_a_tool_whose_code_changed_is_named_code_of_its_function(tmp_path):
+    """An entity with the code hash of a function (an agent's tool) names that function."""
+    from fxtr.agents._tool import Tool
+    from fxtr.experiment._encoding import encode_text, fingerprint_text
+    from fxtr.experiment._why import value_parts
+    from fxtr.models import ToolSpec
+    from fxtr.store import Batch
+
+    store = open_store(tmp_path / "s")
+    spec = ToolSpec(name="add", description="", parameters={"type": "object"})
+    texts = [
+        encode_text([Tool(path="calc:add", spec=spec, code=code, uses_env=False)])
+        for code in ("c0de", "c0d3")
+    ]
+    store.write(Batch(values={fingerprint_text(t): t for t in texts}))
+    fps = [fingerprint_text(t) for t in texts]
+    assert value_parts(store, "tools", *fps) == ["code of calc:add"]

@@ -118,7 +118,7 @@ def test_cache_stats_history_restore_and_clear(failed_job, capsys, monkeypatch):
     assert main(["cache", "history", address]) == 0
     out = capsys.readouterr().out
     assert out.startswith("[current] ") and "\n[0] " in out  # newest first
-    assert "changed from the next: input 'question' changed" in out
+    assert "changed from the next: question; result differs" in out
     assert main(["cache", "restore", address]) == 0
     assert f"restored {address}" in capsys.readouterr().out
     assert main(["cache", "history", "qa.evaluate/nothing"]) == 1

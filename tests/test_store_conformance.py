@@ -633,3 +633,36 @@ def test_two_processes_writing_other_fingerprints_at_the_same_addresses_lose_no_
         kept = [h["fingerprint"] for h in store.history(address)]
         held = [store.get_entry(address).fingerprint, *kept]
         assert sorted(held) == sorted(want), address
+
+
+def test_a_damaged_kept_entry_is_never_served(location):
+    """A kept entry that fails its checksum is no hit: reviewed, and replaced when it reruns."""
+    from tests.test_cache_keep import ADDRESS, wf
+
+    run(wf, {"text": "alpha"}, store=location)
+    run(wf, {"text": "beta"}, store=location, conflict="overwrite")
+    if is_url(location):
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as conn:
+            changed = conn.execute(
+                "UPDATE fxtr_kept SET result = replace(result, 'ALPHA', 'ALPHX')"
+            ).rowcount
+        assert changed == 1
+    else:
+        import sqlite3
+
+        with sqlite3.connect(Path(location) / "cache" / "cache.db") as con:
+            key, value = con.execute(
+                "SELECT key, value FROM Cache WHERE key LIKE ?", (f"q|{ADDRESS}|%",)
+            ).fetchone()
+            con.execute(
+                "UPDATE Cache SET value = ? WHERE key = ?", (value.replace("ALPHA", "ALPHX"), key)
+            )
+    (kept,) = open_store(location).history(ADDRESS)
+    assert kept.get("damaged")
+    assert run(wf, {"text": "alpha"}, store=location).status == "needs_review"
+    again = run(wf, {"text": "alpha"}, store=location, conflict="overwrite")
+    assert again.output.item() == "ALPHA" and not again.invocations[0].from_cache
+    (kept,) = open_store(location).history(ADDRESS)  # beta; the damaged one is gone
+    assert json.loads(kept["result"]) == "BETA"

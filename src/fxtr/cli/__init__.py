@@ -326,51 +326,9 @@ def _reevaluate(store: Store, result: Any) -> bool | None:
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
-    store = _store(args)
-    action = getattr(args, "action", None) or "stats"
-    if action == "stats":
-        volume = store.volume()
-        print(f"store {volume.pop('path')} · {volume.pop('bytes') / 1e6:.1f} MB")
-        for name, count in volume.items():
-            print(f"  {name}: {count}")
-        return 0
-    if action == "clear":
-        count = sum(1 for _ in store.iter_entries())
-        if not args.yes:
-            if not sys.stdin or not sys.stdin.isatty():
-                msg = f"refusing to clear {count} cache entries without confirmation; pass --yes."
-                raise CommandError(msg)
-            answer = input(f"Clear {count} cache entries in {store.path}? Job records stay. [y/N] ")
-            if answer.strip().lower() not in ("y", "yes"):
-                print("nothing cleared")
-                return 1
-        print(f"cleared {store.clear_cache()} cache entries")
-        return 0
-    from fxtr.cli._cache import history_lines, why_lines
+    from fxtr.cli._cache import run_cache
 
-    if action == "why":
-        try:
-            lines = why_lines(store, args.address)
-        except KeyError as exc:
-            raise CommandError(str(exc.args[0])) from None
-        print("\n".join(lines))
-        return 0
-    if action == "history":
-        try:
-            lines = history_lines(store, args.address)
-        except KeyError as exc:
-            raise CommandError(str(exc.args[0])) from None
-        print("\n".join(lines))
-        return 0
-    try:
-        entry = store.restore(args.address, args.index)
-    except KeyError as exc:
-        raise CommandError(str(exc.args[0])) from None
-    print(
-        f"restored {args.address} to {entry['fingerprint'][:16]} (the replaced entry went to "
-        "the history)"
-    )
-    return 0
+    return run_cache(args, _store(args), CommandError)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -481,13 +439,6 @@ def cmd_view(args: argparse.Namespace) -> int:
 JOB_NAMES = "a job id, a unique prefix of one, or 'latest'"
 
 
-def _cache_help(name: str) -> str:
-    from fxtr.cli import _cache
-
-    text: str = getattr(_cache, name)
-    return text
-
-
 def _parser() -> argparse.ArgumentParser:
     store_help = (
         "the fxtr store: a directory or a postgresql:// URL (default: the nearest .fxtr in "
@@ -520,53 +471,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=int, default=32)
     p.set_defaults(run=cmd_resume)
 
-    p = sub.add_parser(
-        "cache",
-        parents=[common],
-        help="cache size; clear, history, restore, why",
-        description="The step cache: its size (the default), clearing it, an address's "
-        "history of entries and restoring one.",
-    )
-    p.set_defaults(run=cmd_cache, action="stats")
-    actions = p.add_subparsers(dest="action", metavar="ACTION")
-    a = actions.add_parser("stats", parents=[common], help="entries and size (the default)")
-    a = actions.add_parser("clear", parents=[common], help="remove every cache entry")
-    a.add_argument("--yes", action="store_true", help="clear without asking")
-    a = actions.add_parser(
-        "history",
-        parents=[common],
-        help="an address's entries and what changed between them",
-        description=_cache_help("HISTORY_HELP"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    a.add_argument("address", metavar="ADDRESS", help="a step invocation's address")
-    a = actions.add_parser(
-        "why",
-        parents=[common],
-        help="why an address was not served from the cache: what changed",
-        description=_cache_help("WHY_HELP"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    a.add_argument("address", metavar="ADDRESS", help="a step invocation's address")
-    a = actions.add_parser(
-        "restore",
-        parents=[common],
-        help="put an entry of an address's history back",
-        description=_cache_help("RESTORE_HELP"),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    a.add_argument(
-        "address",
-        metavar="ADDRESS",
-        help="a step invocation's address, e.g. 'qa.evaluate/answer[model=a,prompt=p1]'",
-    )
-    a.add_argument(
-        "--index",
-        type=int,
-        default=-1,
-        help="which history entry: 0 the oldest, -1 the newest (default), as "
-        "`fxtr cache history ADDRESS` numbers them",
-    )
+    from fxtr.cli._cache import add_cache_parser
+
+    add_cache_parser(sub, common, cmd_cache)
 
     p = sub.add_parser("export", parents=[common], help="a job's record as JSON")
     p.add_argument("job", nargs="+", metavar="JOB", help=JOB_NAMES)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import datetime as dt
+import sys
 from typing import Any
 
 from fxtr.store import Store
@@ -11,10 +13,12 @@ from fxtr.store._base import entry_key
 HISTORY_HELP = """\
 List the entries an ADDRESS keeps, newest first: the current one (marked `current`), then
 the others, each numbered as `fxtr cache restore --index` takes it, and what changed from
-each entry to the next newer one: the step's inputs (by name), its source code, its version,
-and the fingerprint that the cache keys on. An address keeps up to --fxtr-cache-keep entries
-(default 20), one per fingerprint: a run whose fingerprint is any of them is served from it
-and makes it current; past the limit, the entry that was current longest ago goes.
+each entry to the next newer one: the step's inputs (by name and field path, such as
+case.target), its code (`code of STEP`), its version, a mock model's reply (`code of
+mock/NAME`), and the fingerprint that the cache keys on. An address keeps up to
+--fxtr-cache-keep entries (default 20), one per fingerprint: a run whose fingerprint is any
+of them is served from it and makes it current; past the limit, the entry that was current
+longest ago goes.
 """
 
 RESTORE_HELP = """\
@@ -33,23 +37,19 @@ def _stamp(value: Any) -> str:
     return dt.datetime.fromtimestamp(value).isoformat(sep=" ", timespec="seconds")
 
 
-def entry_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    """What differs between two entries of one address, in words (empty: nothing)."""
-    changes = []
-    old_inputs = before.get("inputs") or {}
-    new_inputs = after.get("inputs") or {}
-    for name in sorted(set(old_inputs) | set(new_inputs)):
-        if name not in old_inputs:
-            changes.append(f"input {name!r} added")
-        elif name not in new_inputs:
-            changes.append(f"input {name!r} removed")
-        elif old_inputs[name] != new_inputs[name]:
-            changes.append(
-                f"input {name!r} changed ({str(old_inputs[name])[:12]} → "
-                f"{str(new_inputs[name])[:12]})"
-            )
+def entry_changes(store: Store, before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What differs between two entries of one address, in words (empty: nothing).
+
+    Inputs by name and field path (``case.target``), as ``fxtr cache why`` names them.
+    """
+    from fxtr.experiment._why import input_parts
+
+    changes = input_parts(store, before.get("inputs") or {}, after.get("inputs") or {})
     if before.get("source") != after.get("source"):
-        changes.append("source code changed")
+        changes.append(f"code of {after.get('step')}")
+    for name in sorted(set(before.get("code") or {}) | set(after.get("code") or {})):
+        if (before.get("code") or {}).get(name) != (after.get("code") or {}).get(name):
+            changes.append(f"code of {name}")
     if before.get("version") != after.get("version"):
         changes.append(f"version {before.get('version')!r} → {after.get('version')!r}")
     if before.get("step") != after.get("step"):
@@ -87,7 +87,7 @@ def history_lines(store: Store, address: str) -> list[str]:
             f"{_stamp(entry.get('created_at'))}"
         )
         if n + 1 < len(entries):
-            changes = entry_changes(entries[n + 1][1], entry)
+            changes = entry_changes(store, entries[n + 1][1], entry)
             lines.append(
                 "    changed from the next: " + ("; ".join(changes) if changes else "nothing")
             )
@@ -189,3 +189,86 @@ def why_lines(store: Store, address: str) -> list[str]:
     else:
         return [*lines, "  ran because the address held no entry (it was new)"]
     return lines + [f"    {part}" for part in changed]
+
+
+def run_cache(args: argparse.Namespace, store: Store, error: type[Exception]) -> int:
+    """``fxtr cache [stats|clear|history|why|restore]``; ``error`` is the command's error.
+
+    Raises:
+        Exception: ``error``, for a bad address or clearing without confirmation.
+    """
+    action = getattr(args, "action", None) or "stats"
+    if action == "stats":
+        volume = store.volume()
+        print(f"store {volume.pop('path')} · {volume.pop('bytes') / 1e6:.1f} MB")
+        for name, count in volume.items():
+            print(f"  {name}: {count}")
+        return 0
+    if action == "clear":
+        count = sum(1 for _ in store.iter_entries())
+        if not args.yes:
+            if not sys.stdin or not sys.stdin.isatty():
+                msg = f"refusing to clear {count} cache entries without confirmation; pass --yes."
+                raise error(msg)
+            answer = input(f"Clear {count} cache entries in {store.path}? Job records stay. [y/N] ")
+            if answer.strip().lower() not in ("y", "yes"):
+                print("nothing cleared")
+                return 1
+        print(f"cleared {store.clear_cache()} cache entries")
+        return 0
+    try:
+        if action in ("why", "history"):
+            lines = (why_lines if action == "why" else history_lines)(store, args.address)
+            print("\n".join(lines))
+            return 0
+        entry = store.restore(args.address, args.index)
+    except KeyError as exc:
+        raise error(str(exc.args[0])) from None
+    print(
+        f"restored {args.address} to {entry['fingerprint'][:16]} (the entry it replaces stays kept)"
+    )
+    return 0
+
+
+def add_cache_parser(sub: Any, common: argparse.ArgumentParser, run: Any) -> None:
+    """The ``cache`` command and its actions."""
+    p = sub.add_parser(
+        "cache",
+        parents=[common],
+        help="cache size; clear, history, restore, why",
+        description="The step cache: its size (the default), clearing it, an address's "
+        "entries, restoring one, and why an address was not served from it.",
+    )
+    p.set_defaults(run=run, action="stats")
+    actions = p.add_subparsers(dest="action", metavar="ACTION")
+    actions.add_parser("stats", parents=[common], help="entries and size (the default)")
+    a = actions.add_parser("clear", parents=[common], help="remove every cache entry")
+    a.add_argument("--yes", action="store_true", help="clear without asking")
+    raw = argparse.RawDescriptionHelpFormatter
+    for name, text, doc in (
+        ("history", "an address's entries and what changed between them", HISTORY_HELP),
+        ("why", "why an address was not served from the cache: what changed", WHY_HELP),
+    ):
+        a = actions.add_parser(
+            name, parents=[common], help=text, description=doc, formatter_class=raw
+        )
+        a.add_argument("address", metavar="ADDRESS", help="a step invocation's address")
+    a = actions.add_parser(
+        "restore",
+        parents=[common],
+        help="make a kept entry of an address current again",
+        description=RESTORE_HELP,
+        formatter_class=raw,
+    )
+    a.add_argument(
+        "address",
+        metavar="ADDRESS",
+        help="a step invocation's address, e.g. 'qa.evaluate/answer[model=a,prompt=p1]'",
+    )
+    a.add_argument(
+        "--index",
+        type=int,
+        default=-1,
+        help="which kept entry: 0 the oldest, -1 the newest (default), as "
+        "`fxtr cache history ADDRESS` numbers them",
+    )

@@ -176,6 +176,8 @@ def _fields(
     for key in sorted(set(old) | set(new)):
         if key not in old or key not in new:
             out.append(f"{path}.{key}")
+        elif key == "code" and isinstance(new.get("path"), str) and old[key] != new[key]:
+            out.append(f"code of {new['path']}")  # a tool's (or a scorer's) function
         else:
             _diff(store, f"{path}.{key}", old[key], new[key], out)
 

@@ -38,7 +38,7 @@ from typing import Any
 
 import diskcache
 
-from fxtr.store._base import Batch, CacheEntry, StoreError, keeps, parse_job
+from fxtr.store._base import Batch, CacheEntry, StoreError, entry_key, keeps, parse_job
 from fxtr.store._tables import ClaimTable, JobTable
 
 _KINDS = {
@@ -150,7 +150,7 @@ class DiskStore:
                         except (KeyError, TypeError, AttributeError):
                             continue  # not an entry: nothing to serve
                         if entry.key != cur.key:
-                            self._keep(address, entry, index)
+                            self._keep(address, entry.to_text(), entry.key, index)
                     self._set_index(address, index)
                 self.cache.delete(key)
 
@@ -239,9 +239,9 @@ class DiskStore:
             except IndexError:
                 msg = f"Address {address!r} has {len(order)} history entries; no {index}."
                 raise KeyError(msg) from None
-            entry = self._promote(address, key, len(order) + 1)
-            assert entry is not None
-        return entry.as_dict()
+            text = self._promote(address, key, len(order) + 1)
+            assert text is not None
+        return CacheEntry.from_text(text).as_dict()
 
     def iter_entries(self) -> Iterator[tuple[str, CacheEntry]]:
         """Every current cache entry, with its address (in address order)."""
@@ -282,13 +282,14 @@ class DiskStore:
                 return entry
         return None
 
-    def _keep(self, address: str, entry: CacheEntry, index: list[list[str]]) -> None:
+    def _keep(self, address: str, text: str, key: str, index: list[list[str]]) -> None:
         """Keep an entry that stops being current (the newest of the kept ones)."""
-        self._unkeep(address, entry.key, entry.fingerprint, index)
-        group = self._group(address, entry.fingerprint)
-        group.append(entry.to_text())
-        self._set_group(address, entry.fingerprint, group)
-        index.append([entry.key, entry.fingerprint])
+        fp = key.partition("+")[0]
+        self._unkeep(address, key, fp, index)
+        group = self._group(address, fp)
+        group.append(text)
+        self._set_group(address, fp, group)
+        index.append([key, fp])
 
     def _unkeep(self, address: str, key: str, fp: str, index: list[list[str]]) -> str | None:
         """Take an entry out of the kept ones; its text, if it was kept."""
@@ -298,7 +299,7 @@ class DiskStore:
         found = None
         rest = []
         for text in self._group(address, fp):
-            if found is None and CacheEntry.from_text(text).key == key:
+            if found is None and _key_of(text) == key:
                 found = text
             else:
                 rest.append(text)
@@ -315,20 +316,20 @@ class DiskStore:
         """A new entry becomes current; the one it displaces is kept."""
         index: list[list[str]] = []
         if current is not None:
-            new_key = CacheEntry.from_text(text).key
+            new_key = _key_of(text)
             index = self._index(address)
             old = CacheEntry.from_text(current)
             if not old.damaged and old.key != new_key:
-                self._keep(address, old, index)
+                self._keep(address, current, old.key, index)
             self._unkeep(address, new_key, new_key.partition("+")[0], index)
             self._evict(address, index, keep)
             self._set_index(address, index)
         self.cache.set("e|" + address, text)
 
-    def _promote(self, address: str, key: str, keep: int) -> CacheEntry | None:
-        """A kept entry becomes current again; None when it is no longer kept."""
+    def _promote(self, address: str, key: str, keep: int) -> str | None:
+        """A kept entry becomes current again (its text); None when it is no longer kept."""
         current = self.cache.get("e|" + address)
-        if current is not None and CacheEntry.from_text(current).key == key:
+        if current is not None and _key_of(current) == key:
             return None
         index = self._index(address)
         text = self._unkeep(address, key, key.partition("+")[0], index)
@@ -337,11 +338,11 @@ class DiskStore:
         if current is not None:
             old = CacheEntry.from_text(current)
             if not old.damaged:
-                self._keep(address, old, index)
+                self._keep(address, current, old.key, index)
         self.cache.set("e|" + address, text)
         self._evict(address, index, keep)
         self._set_index(address, index)
-        return CacheEntry.from_text(text)
+        return text
 
     # claims ---------------------------------------------------------------------------
 
@@ -536,3 +537,14 @@ class DiskStore:
     def wait_hint(self) -> float:
         """Seconds to wait before polling a claim held elsewhere again."""
         return 0.05 + (time.monotonic() % 0.05)
+
+
+def _key_of(text: str) -> str:
+    """An entry's key from its stored text, reading its fingerprint line only."""
+    lines = text.split("\n", 2)
+    line = lines[1] if text.startswith("#") and len(lines) > 1 else lines[0]
+    fp, _, code = line.partition(" ")
+    try:
+        return entry_key(fp, json.loads(code) if code else None)
+    except ValueError:
+        return ""

@@ -1,8 +1,10 @@
 """Write a store with fxtr as of 3f6da97 (one entry per address, h| histories)."""
+
 import sys
-from fxtr import Array, ArrayHandle, StepContext, WorkflowContext, run, step, workflow
 from typing import Annotated
+
 import fxtr
+from fxtr import Array, ArrayHandle, StepContext, WorkflowContext, run, step, workflow
 
 print(fxtr.__file__, file=sys.stderr)
 
