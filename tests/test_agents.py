@@ -490,3 +490,26 @@ def test_a_failed_turn_fails_the_job_and_resume_goes_on_from_it(tmp_path):
     assert len(mock.api().requests) - asked == 2 * 3  # turns 2, 3 and 4 of each case
     values = [s[0].value for s in second.output.to_dict()[mock.name].values()]
     assert values == [1.0, 1.0]
+
+
+def _two_bumps(request: ModelRequest) -> object:
+    if isinstance(request.context[-1], ToolMessage):
+        return "; ".join(r.content for r in request.context[-1].results)
+    return [tool_call("bump", n=1), tool_call("bump", n=2)]
+
+
+def test_parallel_calls_on_an_environment_run_in_order_each_on_the_state_before(tmp_path):
+    """Two calls in one turn: tool[0,0] then tool[0,1], the second seeing the first's change."""
+    mock = register_mock("agent-two-bumps", _two_bumps)
+    result = fxtr.run(
+        evaluate,
+        _inputs(ex.STEP_AGENT, [mock], [Case(id="p", input="go", metadata={"start": 10})],
+                scorer(_stop_facts)),
+        store=tmp_path,
+    )  # fmt: skip
+    score = result.output.to_dict()[mock.name]["p"][0]
+    assert (score.answer, score.explanation) == ("11; 13", "answer turns=2")
+    tools = sorted(i.address.rsplit("/", 1)[1] for i in result.invocations if "tool[" in i.address)
+    assert tools == ["tool[0,0]", "tool[0,1]"]
+    second = mock.api().requests[-1].context[-2]
+    assert [c.id for c in second.tool_calls] == ["call_0_0", "call_0_1"]

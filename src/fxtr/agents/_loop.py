@@ -384,6 +384,7 @@ async def _run(
         )
         env = built.state
     totals = _Totals()
+    stored: dict[str, BoundID[Tool]] = {}
     simulated: list[int] = []
     answer: str | None = None
     stop: str | None = None
@@ -411,7 +412,7 @@ async def _run(
         )
         if calls:
             results, env, submitted = await _tool_calls(
-                context, agent, tools, i, calls, env, totals
+                context, agent, tools, i, calls, env, totals, stored
             )
             if results:
                 messages.append(ToolMessage(results=tuple(results)))
@@ -462,6 +463,13 @@ async def _run(
     )
 
 
+async def _store_tool(
+    context: WorkflowContext, tool: Tool, stored: dict[str, BoundID[Tool]]
+) -> BoundID[Tool]:
+    ref = stored[tool.name] = await context.store(tool)
+    return ref
+
+
 async def _env_input(context: WorkflowContext, env: Any) -> Any:
     """An environment as a step input: an entity by reference (encoded once, when stored)."""
     if isinstance(env, Entity):
@@ -477,10 +485,12 @@ async def _tool_calls(
     calls: list[ToolCall],
     env: Any,
     totals: _Totals,
+    stored: dict[str, BoundID[Tool]],
 ) -> tuple[list[ToolResult], Any, str | None]:
     """Run a turn's calls in order, each on the environment the one before left.
 
-    Without an environment the calls are scheduled together and run concurrently.
+    Without an environment the calls are scheduled together and run concurrently. ``stored``
+    keeps each tool's reference, so a tool is encoded once a trajectory.
     """
     results: list[ToolResult | None] = [None] * len(calls)
     pending: list[tuple[int, ArrayHandle[Any]]] = []
@@ -505,7 +515,7 @@ async def _tool_calls(
             f"tool[{i},{j}]",
             run_tool,
             {
-                "tool": await context.store(tool),
+                "tool": stored.get(tool.name) or await _store_tool(context, tool, stored),
                 "call": await context.store(c),
                 "env": await _env_input(context, env if tool.uses_env else None),
             },
