@@ -66,13 +66,17 @@ def write_report(path: Path, document: dict[str, Any]) -> None:
 
 
 def num(value: float | None) -> str:
-    """A score, a mean, a difference or a threshold: three decimals, ``-`` when unknown."""
-    return "-" if value is None else f"{value:.3f}"
+    """A score, a mean, a difference or a threshold: ``fxtr.report``'s one formatter."""
+    from fxtr.report._evals import format_score
+
+    return format_score(value)
 
 
 def interval(low: float | None, high: float | None) -> str:
     """``[low, high]`` with the same three decimals."""
-    return "-" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+    from fxtr.report._evals import format_interval
+
+    return format_interval(low, high)
 
 
 def usd(value: float | None) -> str:
@@ -171,17 +175,24 @@ def render(
         tr.write_line(line, red=True, bold=True)
 
 
+def gate_text(evaluation: dict[str, Any] | None) -> str:
+    """The gate as every view says it (``fxtr.report``'s label): ``-`` when not gated."""
+    from fxtr.report._evals import gate_label
+
+    if evaluation is None:
+        return "-"
+    return gate_label({"evaluation": evaluation}) or "-"
+
+
 def _one_line(job_id: str, info: dict[str, Any], evaluation: dict[str, Any] | None) -> str:
+    from fxtr.report._names import job_title
+
     total = cost_total(cost_rows(info["invocations"]))
-    gate = "-"
-    if evaluation is not None and evaluation["groups"]:
-        gate = "gate passed" if evaluation["gate"]["passed"] else "gate failed"
-        if evaluation["gate"]["regressed"]:
-            gate += " (regressed)"
     damaged = len(info["attempt"].get("damaged") or [])
     return (
-        f"fxtr: {job_id} · {info['record']['workflow']} · {info['attempt'].get('status')} · "
-        f"{_total_usd(total)} · {gate}" + (f" · {damaged} damaged" if damaged else "")
+        f"fxtr: {job_title(info['record'])} · {job_id} · {info['attempt'].get('status')} · "
+        f"{_total_usd(total)} · {gate_text(evaluation)}"
+        + (f" · {damaged} damaged" if damaged else "")
     )
 
 
@@ -192,8 +203,10 @@ def _job_block(tr: Any, job_id: str, info: dict[str, Any], verbose: int) -> None
     commit = ""
     if record.get("commit"):
         commit = f" · commit {record['commit'][:10]}" + (" (dirty)" if record.get("dirty") else "")
+    from fxtr.report._names import job_title
+
     tr.write_line(
-        f"job {job_id} · {record['workflow']} · attempt {attempt.get('attempt')} · "
+        f"{job_title(record)} · job {job_id} · attempt {attempt.get('attempt')} · "
         f"{attempt.get('status')}{commit}"
     )
     rows: dict[str, Counter[str]] = defaultdict(Counter)
@@ -388,7 +401,9 @@ def _scores_block(tr: Any, evaluation: dict[str, Any]) -> None:
 
 
 def _signed(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.3f}"
+    from fxtr.report._evals import format_signed
+
+    return format_signed(value)
 
 
 def _flips(b: dict[str, Any]) -> str:
@@ -504,8 +519,11 @@ def markdown(jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]])
     out = ["## fxtr summary", ""]
     for e in evaluations:
         info = jobs.get(e.get("job_id") or "")
-        gate = "passed" if e["gate"]["passed"] else "**failed**"
-        out.append(f"### `{e['eval']}` ({e['workflow']}): gate {gate}")
+        label = gate_text(e)
+        gate = {"gate passed": "gate passed", "-": "not gated"}.get(label, "gate **failed**")
+        if label == "regressed":
+            gate += " (regressed)"
+        out.append(f"### `{e['eval']}` ({e['workflow']}): {gate}")
         out.append("")
         if info is not None:
             out.append(

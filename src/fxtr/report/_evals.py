@@ -43,11 +43,29 @@ def _frozen(key: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 
 def format_score(value: float | None) -> str:
-    """A score as the matrix and ``fxtr compare`` print it: up to 3 decimals, no trailing 0s."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    """A score, mean, bound, threshold or MDE as every view prints it: three decimals.
+
+    The one formatter of figures (DESIGN §11): the summary, ``fxtr show``, ``fxtr compare``,
+    the Markdown and the viewer (``num`` in ``app.js`` mirrors it) all print ``0.750``;
+    ``-`` when there is no value.
+    """
+    if value is None or not isinstance(value, int | float) or math.isnan(value):
         return "-"
-    text = f"{value:.3f}".rstrip("0").rstrip(".")
-    return "0" if text == "-0" else text
+    text = f"{value:.3f}"
+    return text[1:] if text == "-0.000" else text
+
+
+def format_signed(value: float | None) -> str:
+    """A difference with its sign: ``+0.125``, ``-0.700``, ``0.000``."""
+    text = format_score(value)
+    return "+" + text if text not in ("-", "0.000") and not text.startswith("-") else text
+
+
+def format_interval(low: float | None, high: float | None) -> str:
+    """An interval as every view prints it: ``[0.301, 0.954]``; ``-`` without one."""
+    if format_score(low) == "-" or format_score(high) == "-":
+        return "-"
+    return f"[{format_score(low)}, {format_score(high)}]"
 
 
 def pass_bar(threshold: float | None, unit: bool) -> float | None:
@@ -86,6 +104,17 @@ def cell_score(score: Any, *, bar: float | None, sampled: bool) -> dict[str, Any
     return out
 
 
+UNSCORED = "no score"
+"""What a cell of an eval without numeric scores shows when its steps gave a result: the
+result is recorded (the item judged it), so it is not ``missing``."""
+
+
+def unscored(cell: dict[str, Any]) -> bool:
+    """Whether a cell's every sample has a result that is not a number (nothing missing)."""
+    values = cell.get("values") or []
+    return bool(values) and int(cell.get("non_numeric") or 0) >= len(values)
+
+
 def _thresholds(evaluation: dict[str, Any]) -> dict[tuple[tuple[str, Any], ...], float | None]:
     out: dict[tuple[tuple[str, Any], ...], float | None] = {}
     for group in evaluation.get("groups") or []:
@@ -122,7 +151,10 @@ def cell_table(evaluation: dict[str, Any]) -> dict[str, Any]:
         score = scores[gkey][ckey]
         binary = score.binary
         bar = pass_bar(thresholds.get(gkey), score.unit)
-        scored[(ckey, gkey)] = {**cell_score(score, bar=bar, sampled=sampled), "index": index}
+        view = cell_score(score, bar=bar, sampled=sampled)
+        if score.value is None and unscored(cell):
+            view.update(missing=False, unscored=True, text=UNSCORED)
+        scored[(ckey, gkey)] = {**view, "index": index}
     return {"columns": columns, "rows": rows, "cells": scored, "binary": binary}
 
 
@@ -225,7 +257,13 @@ def evaluation_summary(evaluation: dict[str, Any]) -> dict[str, Any]:
 
 
 def gate_label(record: dict[str, Any]) -> str | None:
-    """``gate failed`` / ``gate passed`` / ``regressed`` for a job record, ``None`` if not gated."""
+    """``gate failed`` / ``gate passed`` / ``regressed`` for a job record, ``None`` if not gated.
+
+    An eval is gated when a group has a threshold, or when a baseline was compared (a
+    regression fails it); an eval with neither has no gate to pass (DESIGN §5, §8), so no
+    ``gate passed``. A gate that failed for a reason of its own (scores that could not be
+    computed) is ``gate failed`` all the same.
+    """
     evaluation = record.get("evaluation")
     if not isinstance(evaluation, dict):
         return None
@@ -234,7 +272,11 @@ def gate_label(record: dict[str, Any]) -> str | None:
         return None
     if gate.get("regressed"):
         return "regressed"
-    return "gate passed" if gate["passed"] else "gate failed"
+    if not gate["passed"]:
+        return "gate failed"
+    groups = [g for g in evaluation.get("groups") or [] if isinstance(g, dict)]
+    gated = any(g.get("threshold") is not None or g.get("baseline") for g in groups)
+    return "gate passed" if gated else None
 
 
 def cell_detail(

@@ -108,12 +108,14 @@
   function show(nodes) { var m = main(); m.textContent = ""; nodes.forEach(function (n) { if (n) { m.appendChild(n); } }); }
   function fail(err) { show([el("p", { class: "notice", text: "Error: " + err.message })]); }
 
+  // every figure as fxtr.report._evals.format_score prints it: three decimals (0.750)
   function num(v) {
     if (v === null || v === undefined || typeof v !== "number" || isNaN(v)) { return "-"; }
-    var t = v.toFixed(3).replace(/0+$/, "").replace(/\.$/, "");
-    return t === "-0" ? "0" : t;
+    var t = v.toFixed(3);
+    return t === "-0.000" ? "0.000" : t;
   }
-  function signed(v) { var t = num(v); return (typeof v === "number" && v > 0) ? "+" + t : t; }
+  function signed(v) { var t = num(v); return (t !== "-" && t !== "0.000" && t.charAt(0) !== "-") ? "+" + t : t; }
+  function interval(low, high) { return num(low) === "-" || num(high) === "-" ? "-" : "[" + num(low) + ", " + num(high) + "]"; }
   function label(key) {
     var dims = Object.keys(key || {});
     if (!dims.length) { return "all"; }
@@ -227,11 +229,11 @@
     if (!ev.groups || !ev.groups.length) { return null; }
     var dims = (ev.group_dims || []).join(", ") || "group";
     var rows = ev.groups.map(function (g) {
-      var interval = (g.low !== undefined && g.low !== null) ? "[" + num(g.low) + ", " + num(g.high) + "]" + (g.interval ? " " + g.interval : "") : "-";
+      var ci = (g.low !== undefined && g.low !== null) ? interval(g.low, g.high) + (g.interval ? " " + g.interval : "") : "-";
       var passed = g.threshold === null || g.threshold === undefined ? "no gate" : (g.passed ? "passed" : "failed");
       var b = g.baseline || null;
       return el("tr", { class: g.passed === false ? "group failed" : "group" }, [
-        el("td", { text: label(g.group) }), el("td", { class: "num", text: num(g.mean) }), el("td", { text: interval }),
+        el("td", { text: label(g.group) }), el("td", { class: "num", text: num(g.mean) }), el("td", { text: ci }),
         el("td", { class: "num", text: g.n === undefined ? "-" : String(g.n) }), el("td", { class: "num", text: g.missing ? String(g.missing) : "0" }),
         el("td", { class: "num", text: num(g.threshold) }),
         el("td", { class: passed === "failed" ? "status-failed" : passed === "passed" ? "status-succeeded" : "muted", text: passed }),
@@ -306,9 +308,9 @@
         var tr = el("tr", { "data-case": r.label }, [el("th", { class: "case", text: r.label, title: label(r.case) })]);
         r.cells.forEach(function (c, i) {
           if (!c) { tr.appendChild(el("td", { class: "cell sc-none", text: "" })); return; }
-          var cls = "cell " + bucket(c, range) + (c.missing ? " missing" : "") + (c.flaky ? " flaky" : "") + (c.failed ? " failed" : "") + (c.changed ? " changed" : "");
+          var cls = "cell " + bucket(c, range) + (c.missing ? " missing" : "") + (c.unscored ? " unscored" : "") + (c.flaky ? " flaky" : "") + (c.failed ? " failed" : "") + (c.changed ? " changed" : "");
           var td = el("td", { class: cls, "data-index": String(c.index), "data-col": page.columns[i].label, tabindex: "0",
-            title: c.missing ? "missing: " + c.recorded + " of " + c.samples + " sample(s) recorded" : (c.verdict ? c.verdict.replace("_", " ") : "score " + num(c.score)) },
+            title: c.missing ? "missing: " + c.recorded + " of " + c.samples + " sample(s) recorded" : c.unscored ? "a result that is not a score: the test judged it" : (c.verdict ? c.verdict.replace("_", " ") : "score " + num(c.score)) },
             [el("span", { class: "score", text: c.missing ? (c.recorded ? c.text + " · missing" : "missing") : c.text }),
              c.changed ? el("span", { class: "was", text: "was " + (c.baseline === null || c.baseline === undefined ? "absent" : c.baseline) }) : null]);
           var open = function () { openCell(jobId, c.index, td); };
@@ -348,7 +350,7 @@
       var parts = [el("button", { class: "close", type: "button", text: "close", onclick: function () { panel.hidden = true; } }),
         el("h2", { text: label(d.case) + (Object.keys(d.group || {}).length ? " · " + label(d.group) : "") }),
         el("dl", { class: "kv" }, [el("dt", { text: "score" }), el("dd", { text: (s.text || "-") + (s.verdict ? " (" + s.verdict.replace("_", " ") + ")" : "") }),
-          el("dt", { text: d.sample_dim ? "per " + d.sample_dim : "values" }), el("dd", { class: "mono", text: d.values.map(function (v) { return v === null ? "missing" : num(v); }).join("  ") }),
+          el("dt", { text: d.sample_dim ? "per " + d.sample_dim : "values" }), el("dd", { class: "mono", text: s.unscored ? "no score (a result the test judged)" : d.values.map(function (v) { return v === null ? "missing" : num(v); }).join("  ") }),
           el("dt", { text: "status" }), el("dd", { text: d.status || "" })])];
       if (!d.invocations.length) { parts.push(el("p", { class: "muted", text: "No invocations are recorded for this cell." })); }
       var lastSample = null;
@@ -411,11 +413,11 @@
       var ev = cmp.b.evaluation || {};
       var dims = (ev.group_dims || []).join(", ") || "group";
       var rows = cmp.groups.map(function (g) {
-        var interval = (g.low === null || g.low === undefined) ? "-" : "[" + signed(g.low) + ", " + signed(g.high) + "]";
+        var ci = interval(g.low, g.high);
         var verdict = g.verdict || "-";
         return el("tr", { class: "verdict-" + verdict.replace(/ /g, "-"), "data-group": g.label }, [
           el("td", { text: g.label }), el("td", { class: "num", text: num(g.baseline_mean) }), el("td", { class: "num", text: num(g.run_mean) }),
-          el("td", { class: "num", text: signed(g.delta) }), el("td", { text: interval }),
+          el("td", { class: "num", text: signed(g.delta) }), el("td", { text: ci }),
           el("td", { class: "num", text: g.n_paired === undefined ? "-" : String(g.n_paired) }),
           el("td", { class: "num", text: g.flipped.to_fail.length + " ↓ · " + g.flipped.to_pass.length + " ↑" }),
           el("td", { class: "num", text: num(g.mde) }), el("td", { class: "verdict", text: verdict })
