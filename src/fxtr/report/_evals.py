@@ -7,11 +7,12 @@ with the per-sample scores. Everything here reads that field alone, so the resul
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
 
-from fxtr.report._values import render_value
+from fxtr.report._values import render_tree, render_value
 from fxtr.scores import case_scores, compare
 from fxtr.store import Store
 
@@ -286,8 +287,14 @@ def cell_detail(
     index: int,
     invocations: dict[str, Any],
     table: dict[str, Any] | None = None,
+    origins: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """One matrix cell: its key, scores and invocations with their model calls' conversations.
+    """One matrix cell: its key, case, scores and invocations with their conversations.
+
+    An invocation served from the cache shows the conversation of the job that ran it
+    (``calls_from`` names that job), not only its stored result; ``origins`` keeps the
+    invocations of those jobs between calls (the export asks for every cell). The case's
+    own values (a kit ``Case``'s input and target) come from the job's recorded inputs.
 
     Raises:
         KeyError: the evaluation has no cell at that index.
@@ -301,8 +308,11 @@ def cell_detail(
     score = table["cells"].get((_frozen(cell.get("case") or {}), _frozen(cell.get("group") or {})))
     out_invocations = []
     sample_dim = evaluation.get("sample_dim")
+    origins = origins if origins is not None else {}
     for address in cell.get("addresses") or []:
         inv = invocations.get(address)
+        if inv is not None and inv.get("from_cache") and not inv.get("model_calls"):
+            inv = {**inv, **_conversation_when_run(store, address, inv, origins)}
         sample = _key_in(address, sample_dim) if sample_dim else None
         if inv is None:
             out_invocations.append({"address": address, "status": "not recorded", "sample": sample})
@@ -318,6 +328,7 @@ def cell_detail(
                 "error": inv.get("error"),
                 "result": render_value(inv.get("result_text"), store),
                 "model_calls": [model_call_view(c) for c in inv.get("model_calls") or []],
+                "calls_from": inv.get("calls_from"),
             }
         )
     return {
@@ -325,12 +336,78 @@ def cell_detail(
         "index": index,
         "group": cell.get("group") or {},
         "case": cell.get("case") or {},
+        "case_inputs": case_inputs(store, job_id, cell.get("case") or {}, origins),
         "values": cell.get("values") or [],
         "status": cell.get("status"),
         "score": score,
         "sample_dim": evaluation.get("sample_dim"),
         "invocations": out_invocations,
     }
+
+
+def _conversation_when_run(
+    store: Store, address: str, inv: dict[str, Any], origins: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """The model calls of the run that made a cached result, from that job's record."""
+    try:
+        entry = store.get_entry(address)
+    except (KeyError, ValueError):
+        return {}
+    if entry is None or entry.damaged or entry.fingerprint != inv.get("fingerprint"):
+        return {}
+    origin = entry.meta.get("job_id")
+    if not isinstance(origin, str) or not store.has_job(origin):
+        return {}
+    if origin not in origins:
+        origins[origin] = store.job_invocations(origin)
+    ran = origins[origin].get(address) or {}
+    calls = ran.get("model_calls")
+    return {"model_calls": calls, "calls_from": origin} if calls else {}
+
+
+def case_inputs(
+    store: Store,
+    job_id: str,
+    case: dict[str, Any],
+    memo: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The job's inputs that vary with the case, at this case: ``{input name: value}``.
+
+    Read from the job record's encoded inputs (an Array over the case dimensions), each
+    value rendered as the viewer shows values (a kit ``Case`` as its fields: id, input,
+    target, metadata). Inputs over other dimensions (the models) are left out.
+    """
+    if not case:
+        return {}
+    memo = memo if memo is not None else {}
+    key = f"inputs:{job_id}"
+    if key not in memo:
+        try:
+            raw = store.get_job(job_id).get("inputs") or {}
+            memo[key] = {n: json.loads(t) for n, t in raw.items() if isinstance(t, str)}
+        except (KeyError, ValueError):
+            memo[key] = {}
+    out: dict[str, Any] = {}
+    for name, tree in memo[key].items():
+        if not isinstance(tree, dict) or "$array" not in tree:
+            continue
+        dims = [d for d, _ in tree["$array"]]
+        if not dims or set(dims) - set(case):
+            continue
+        try:
+            positions = [
+                [str(k) for k in keys].index(str(case[d]))
+                for d, keys in zip(dims, tree["keys"], strict=True)
+            ]
+        except (ValueError, KeyError, TypeError):
+            continue
+        flat = 0
+        for position, keys in zip(positions, tree["keys"], strict=True):
+            flat = flat * len(keys) + position
+        cells = tree.get("cells") or []
+        if flat < len(cells):
+            out[name] = render_tree(cells[flat], store)
+    return out
 
 
 def _key_in(address: str, dim: str) -> str | None:

@@ -141,7 +141,7 @@
       var compare = el("button", { id: "compare-picked", type: "button", text: "compare the two checked jobs", disabled: "disabled",
         onclick: function () { if (picked.length === 2) { go("#/compare/" + encodeURIComponent(picked[0]) + "/" + encodeURIComponent(picked[1])); } } });
       var body = el("tbody");
-      var columns = ["", "job", "workflow / eval", "status", "gate", "attempts", "ran", "cached", "failed", "tokens", "cost", "started", "commit"];
+      var columns = ["", "job", "eval / workflow", "status", "gate", "attempts", "ran", "cached", "failed", "tokens", "cost", "started", "commit"];
       var numeric = ["attempts", "ran", "cached", "failed", "tokens", "cost"];
       var table = el("table", { id: "jobs" }, [el("thead", {}, [el("tr", {}, columns.map(function (c) {
         return el("th", { text: c, class: numeric.indexOf(c) >= 0 ? "num" : "" });
@@ -173,12 +173,12 @@
           body.appendChild(el("tr", { class: "row" + (j.gate === "gate failed" || j.gate === "regressed" ? " gate-failed" : ""), "data-job": j.job_id, onclick: open }, [
             el("td", {}, [box]),
             el("td", { text: j.job_id, class: "mono" }),
-            el("td", {}, [el("div", { text: j.workflow || "" }), j.eval ? el("div", { class: "muted small", text: j.eval }) : null]),
+            el("td", { class: "job-name" }, [el("div", { class: "eval-name", text: j.eval || j.workflow || "" }), j.eval ? el("div", { class: "muted small", text: j.workflow || "" }) : null]),
             el("td", { text: j.status, class: "status-" + j.status }),
             el("td", {}, [gateBadge(j.gate)]),
             el("td", { text: String(j.attempts), class: "num" }), el("td", { text: String(j.ran), class: "num" }),
             el("td", { text: String(j.cached), class: "num" }), el("td", { text: String(j.failed), class: "num" }),
-            el("td", { text: String(j.tokens), class: "num" }), el("td", { text: usd(j.cost_usd), class: "num" }),
+            el("td", { text: String(j.tokens), class: "num" }), el("td", { text: j.cost_usd === null || j.cost_usd === undefined ? "n/a" : usd(j.cost_usd), class: "num" }),
             el("td", { text: j.started || "" }), el("td", { text: j.commit || "" })
           ]));
         });
@@ -352,6 +352,7 @@
         el("dl", { class: "kv" }, [el("dt", { text: "score" }), el("dd", { text: (s.text || "-") + (s.verdict ? " (" + s.verdict.replace("_", " ") + ")" : "") }),
           el("dt", { text: d.sample_dim ? "per " + d.sample_dim : "values" }), el("dd", { class: "mono", text: s.unscored ? "no score (a result the test judged)" : d.values.map(function (v) { return v === null ? "missing" : num(v); }).join("  ") }),
           el("dt", { text: "status" }), el("dd", { text: d.status || "" })])];
+      caseInputs(d.case_inputs).forEach(function (n) { parts.push(n); });
       if (!d.invocations.length) { parts.push(el("p", { class: "muted", text: "No invocations are recorded for this cell." })); }
       var lastSample = null;
       d.invocations.forEach(function (inv) {
@@ -363,6 +364,9 @@
           el("h3", {}, [el("span", { text: inv.step || inv.address }), el("span", { class: "status-" + inv.status, text: " " + inv.status + (inv.from_cache ? " · cached" : "") })]),
           el("div", { class: "muted small mono", text: inv.address })]);
         if (inv.error) { box.appendChild(el("pre", { class: "error", text: (inv.reason ? inv.reason + ": " : "") + inv.error })); }
+        if (inv.calls_from && (inv.model_calls || []).length) {
+          box.appendChild(el("p", { class: "muted small calls-from", text: "cached: the conversation of job " + inv.calls_from + ", which ran it" }));
+        }
         (inv.model_calls || []).forEach(function (c) { box.appendChild(transcript(c)); });
         if (inv.result !== undefined && inv.result !== null) {
           if ((inv.model_calls || []).length) {  // the conversation above says it; the record on demand
@@ -376,6 +380,28 @@
       });
       parts.forEach(function (p) { panel.appendChild(p); });
     }).catch(fail);
+  }
+
+  // the case's own values (a kit Case: its input and target), from the job's inputs
+  function caseInputs(inputs) {
+    var out = [];
+    Object.keys(inputs || {}).forEach(function (name) {
+      var v = inputs[name];
+      var entity = v && v.kind === "ref" ? v.entity : v;
+      if (entity && entity.kind === "entity") {
+        var rows = [];
+        ["input", "target", "choices"].forEach(function (f) {
+          var x = entity.fields[f];
+          if (x === undefined || x === null || (Array.isArray(x) && !x.length)) { return; }
+          rows.push(el("dt", { text: f }));
+          rows.push(el("dd", { class: "case-" + f }, [typeof x === "string" ? el("pre", { text: x }) : value(x)]));
+        });
+        out.push(el("section", { class: "case-inputs", "data-input": name }, [el("h3", { text: name }), el("dl", { class: "kv" }, rows)]));
+      } else {
+        out.push(el("section", { class: "case-inputs", "data-input": name }, [el("h3", { text: name }), value(v)]));
+      }
+    });
+    return out;
   }
 
   function transcript(c) {
