@@ -351,14 +351,12 @@ def _gate(g: dict[str, Any]) -> str:
 
 
 def _scores_block(tr: Any, evaluation: dict[str, Any]) -> None:
-    from tabulate import tabulate
-
     groups = evaluation["groups"]
     if groups:
         tr.write_line("")
         table = [
             [
-                short(describe(g["group"]), 30),
+                describe(g["group"]),
                 num(g.get("mean")),
                 interval(g.get("low"), g.get("high")),
                 g.get("interval") or "-",
@@ -370,7 +368,7 @@ def _scores_block(tr: Any, evaluation: dict[str, Any]) -> None:
             for g in groups
         ]
         headers = ["group", "mean", "95% CI", "interval", "n", "missing", "threshold", "gate"]
-        tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
+        tr.write_line(fit_table(table, headers))
     for line in pass_at_lines(groups) + flaky_lines(groups):
         tr.write_line(line)
     compared = [g for g in groups if g.get("baseline")]
@@ -379,7 +377,7 @@ def _scores_block(tr: Any, evaluation: dict[str, Any]) -> None:
         tr.write_line(short(f"baseline: job {compared[0]['baseline'].get('job_id')}", WIDTH))
         table = [
             [
-                short(describe(g["group"]), 14),
+                describe(g["group"]),
                 num(b.get("mean")),
                 num(g.get("mean")),
                 _signed(b.get("delta")),
@@ -393,11 +391,29 @@ def _scores_block(tr: Any, evaluation: dict[str, Any]) -> None:
             for b in [g["baseline"]]
         ]
         headers = ["group", "base", "this", "diff", "95% CI", "n", "flips", "mde", "verdict"]
-        tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
+        tr.write_line(fit_table(table, headers))
         for line in flipped_lines(compared):
             tr.write_line(line)
     for note in evaluation["notes"]:
         tr.write_line(short(f"fxtr: {note}", WIDTH))
+
+
+def fit_table(table: list[list[Any]], headers: list[str]) -> str:
+    """A table whose first column (a group's name) is never cut.
+
+    When the table would be wider than the summary, the names wrap onto further lines of
+    their row instead.
+    """
+    from tabulate import tabulate
+
+    text = str(tabulate(table, disable_numparse=True, headers=headers))
+    widest = max(len(line) for line in text.splitlines())
+    if widest <= WIDTH:
+        return text
+    longest = max(len(str(row[0])) for row in table)
+    room = max(12, longest - (widest - WIDTH))
+    widths: list[int | None] = [room, *([None] * (len(headers) - 1))]
+    return str(tabulate(table, disable_numparse=True, headers=headers, maxcolwidths=widths))
 
 
 def _signed(value: float | None) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -271,6 +272,11 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"  {inv['address']}: {inv.get('reason') or inv['status']}: {inv.get('error')}")
         if len(failed) > 20 and not args.verbose:
             print(f"  … {len(failed) - 20} more (-v lists all)")
+    if args.verbose:  # every address, as `fxtr cache history ADDRESS` takes them
+        print("\ninvocations:")
+        for address, inv in sorted(view.invocations.items()):
+            cached = " (cached)" if inv.get("from_cache") else ""
+            print(f"  {inv['status']}{cached} {address}")
     return 0
 
 
@@ -502,6 +508,14 @@ def cmd_view(args: argparse.Namespace) -> int:
 JOB_NAMES = "a job id, a unique prefix of one, or 'latest'"
 
 
+def plain(text: str) -> str:
+    """Help text from a docstring, without reStructuredText's markup.
+
+    Double backquotes become single quotes (``fxtr`` -> 'fxtr'), so `fxtr --help` shows none.
+    """
+    return re.sub(r"``([^`]+)``", r"'\1'", text)
+
+
 def _cache_help(name: str) -> str:
     from fxtr.cli import _cache
 
@@ -514,7 +528,7 @@ def _parser() -> argparse.ArgumentParser:
         "the fxtr store: a directory or a postgresql:// URL (default: the nearest .fxtr in "
         "the working directory or its parents)"
     )
-    parser = argparse.ArgumentParser(prog="fxtr", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="fxtr", description=plain(__doc__.split("\n\n")[0]))
     parser.add_argument("--store", default=None, help=store_help)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--store", default=argparse.SUPPRESS, help=store_help)
@@ -537,7 +551,12 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("show", parents=[common], help="a job's graph as a tree, with failures")
     p.add_argument("job", metavar="JOB", help=JOB_NAMES)
-    p.add_argument("-v", "--verbose", action="store_true", help="list every failure")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="list every failure, then every invocation's address (for `fxtr cache history`)",
+    )
     p.set_defaults(run=cmd_show)
 
     p = sub.add_parser("resume", parents=[common], help="resume a job: rerun only what failed")

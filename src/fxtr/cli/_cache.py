@@ -18,7 +18,7 @@ another one back.
 RESTORE_HELP = """\
 Put an entry of ADDRESS's history back as its current cache entry; the entry it replaces goes
 to the history, so a restore can itself be undone. ADDRESS is a step invocation's address as
-`fxtr show JOB` and the viewer print it (quote it in the shell: it has brackets), e.g.
+`fxtr show -v JOB` and the viewer print it (quote it in the shell: it has brackets), e.g.
 'qa.evaluate/answer[model=a,prompt=p1]'. --index picks the history entry, counted as
 `fxtr cache history ADDRESS` numbers them: 0 is the oldest, -1 (the default) the newest.
 """
@@ -69,7 +69,8 @@ def history_lines(store: Store, address: str) -> list[str]:
     if current is None and not history:
         msg = (
             f"no cache entry or history at {address!r} in {store.path}. Addresses are as "
-            "`fxtr show JOB` prints them."
+            "`fxtr show -v JOB` lists them (every failure's address), and the viewer shows "
+            "each invocation's."
         )
         raise KeyError(msg)
     entries: list[tuple[str, dict[str, Any]]] = [(f"[{i}]", h) for i, h in enumerate(history)]
