@@ -1,8 +1,8 @@
 """Eval results read back from a job record's ``evaluation`` field: matrix, cells, comparisons.
 
 The plugin writes ``evaluation`` after gating (``docs/results.md``, "The evaluation record"):
-one cell per case and group with the per-sample scores. Everything here reads that field alone, so the results of a
-10,000-case job are shown without loading its invocations.
+one cell per case and group with the per-sample scores. Everything here reads that field
+alone, so the results of a 10,000-case job are shown without loading its invocations.
 """
 
 from __future__ import annotations
