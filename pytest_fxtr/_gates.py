@@ -2,7 +2,8 @@
 
 The statistics are ``fxtr.scores``'s (DESIGN §7, §8); this module gathers the cells the
 items reported, finds each eval's baseline (a stored job or a report file), and records the
-outcome in the job's record as its ``evaluation`` (interfaces.md).
+outcome in the job's record as its ``evaluation`` (``docs/results.md``, "The evaluation
+record").
 """
 
 from __future__ import annotations
@@ -132,7 +133,7 @@ def evaluate(payload: dict[str, Any], baseline: Baseline | None, margin: float) 
     """Score one eval's cells per group, compare them with the baseline, and gate.
 
     Returns:
-        The ``evaluation`` record (interfaces.md) plus ``threshold`` and ``notes``.
+        The ``evaluation`` record (``docs/results.md``) plus ``notes``.
     """
     from fxtr import scores
 
@@ -202,7 +203,7 @@ def _evaluation(
     threshold: float | None,
     notes: list[str],
 ) -> dict[str, Any]:
-    """The ``evaluation`` record of one eval (interfaces.md) plus ``threshold`` and ``notes``."""
+    """The ``evaluation`` record of one eval (``docs/results.md``) plus ``notes``."""
     return {
         "eval": payload["eval"],
         "workflow": payload["workflow"],

@@ -76,13 +76,17 @@ def write_report(path: Path, document: dict[str, Any]) -> None:
 
 
 def num(value: float | None) -> str:
-    """A score, a mean, a difference or a threshold: three decimals, ``-`` when unknown."""
-    return "-" if value is None else f"{value:.3f}"
+    """A score, a mean, a difference or a threshold: ``fxtr.report``'s one formatter."""
+    from fxtr.report._evals import format_score
+
+    return format_score(value)
 
 
 def interval(low: float | None, high: float | None) -> str:
     """``[low, high]`` with the same three decimals."""
-    return "-" if low is None or high is None else f"[{low:.3f}, {high:.3f}]"
+    from fxtr.report._evals import format_interval
+
+    return format_interval(low, high)
 
 
 def usd(value: float | None) -> str:
@@ -206,17 +210,24 @@ def _cost_controls(tr: Any, jobs: dict[str, dict[str, Any]], budget: Any) -> Non
         tr.write_line(f"budget reached: ${budget.spent:.4f} of ${budget.limit:g}", red=True)
 
 
+def gate_text(evaluation: dict[str, Any] | None) -> str:
+    """The gate as every view says it (``fxtr.report``'s label): ``-`` when not gated."""
+    from fxtr.report._evals import gate_label
+
+    if evaluation is None:
+        return "-"
+    return gate_label({"evaluation": evaluation}) or "-"
+
+
 def _one_line(job_id: str, info: dict[str, Any], evaluation: dict[str, Any] | None) -> str:
+    from fxtr.report._names import job_title
+
     total = cost_total(cost_rows(info["invocations"]))
-    gate = "-"
-    if evaluation is not None and evaluation["groups"]:
-        gate = "gate passed" if evaluation["gate"]["passed"] else "gate failed"
-        if evaluation["gate"]["regressed"]:
-            gate += " (regressed)"
     damaged = len(info["attempt"].get("damaged") or [])
     return (
-        f"fxtr: {job_id} · {info['record']['workflow']} · {info['attempt'].get('status')} · "
-        f"{_total_usd(total)} · {gate}" + (f" · {damaged} damaged" if damaged else "")
+        f"fxtr: {job_title(info['record'])} · {job_id} · {info['attempt'].get('status')} · "
+        f"{_total_usd(total)} · {gate_text(evaluation)}"
+        + (f" · {damaged} damaged" if damaged else "")
     )
 
 
@@ -227,8 +238,10 @@ def _job_block(tr: Any, job_id: str, info: dict[str, Any], verbose: int) -> None
     commit = ""
     if record.get("commit"):
         commit = f" · commit {record['commit'][:10]}" + (" (dirty)" if record.get("dirty") else "")
+    from fxtr.report._names import job_title
+
     tr.write_line(
-        f"job {job_id} · {record['workflow']} · attempt {attempt.get('attempt')} · "
+        f"{job_title(record)} · job {job_id} · attempt {attempt.get('attempt')} · "
         f"{attempt.get('status')}{commit}"
     )
     rows: dict[str, Counter[str]] = defaultdict(Counter)
@@ -398,14 +411,12 @@ def _gate(g: dict[str, Any]) -> str:
 
 
 def _scores_block(tr: Any, evaluation: dict[str, Any]) -> None:
-    from tabulate import tabulate
-
     groups = evaluation["groups"]
     if groups:
         tr.write_line("")
         table = [
             [
-                short(describe(g["group"]), 30),
+                describe(g["group"]),
                 num(g.get("mean")),
                 interval(g.get("low"), g.get("high")),
                 g.get("interval") or "-",
@@ -417,7 +428,7 @@ def _scores_block(tr: Any, evaluation: dict[str, Any]) -> None:
             for g in groups
         ]
         headers = ["group", "mean", "95% CI", "interval", "n", "missing", "threshold", "gate"]
-        tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
+        tr.write_line(fit_table(table, headers))
     for line in pass_at_lines(groups) + flaky_lines(groups) + judge_lines(groups):
         tr.write_line(line)
     compared = [g for g in groups if g.get("baseline")]
@@ -426,7 +437,7 @@ def _scores_block(tr: Any, evaluation: dict[str, Any]) -> None:
         tr.write_line(short(f"baseline: job {compared[0]['baseline'].get('job_id')}", WIDTH))
         table = [
             [
-                short(describe(g["group"]), 14),
+                describe(g["group"]),
                 num(b.get("mean")),
                 num(g.get("mean")),
                 _signed(b.get("delta")),
@@ -440,15 +451,35 @@ def _scores_block(tr: Any, evaluation: dict[str, Any]) -> None:
             for b in [g["baseline"]]
         ]
         headers = ["group", "base", "this", "diff", "95% CI", "n", "flips", "mde", "verdict"]
-        tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
+        tr.write_line(fit_table(table, headers))
         for line in flipped_lines(compared):
             tr.write_line(line)
     for note in evaluation["notes"]:
         tr.write_line(short(f"fxtr: {note}", WIDTH))
 
 
+def fit_table(table: list[list[Any]], headers: list[str]) -> str:
+    """A table whose first column (a group's name) is never cut.
+
+    When the table would be wider than the summary, the names wrap onto further lines of
+    their row instead.
+    """
+    from tabulate import tabulate
+
+    text = str(tabulate(table, disable_numparse=True, headers=headers))
+    widest = max(len(line) for line in text.splitlines())
+    if widest <= WIDTH:
+        return text
+    longest = max(len(str(row[0])) for row in table)
+    room = max(12, longest - (widest - WIDTH))
+    widths: list[int | None] = [room, *([None] * (len(headers) - 1))]
+    return str(tabulate(table, disable_numparse=True, headers=headers, maxcolwidths=widths))
+
+
 def _signed(value: float | None) -> str:
-    return "-" if value is None else f"{value:+.3f}"
+    from fxtr.report._evals import format_signed
+
+    return format_signed(value)
 
 
 def _flips(b: dict[str, Any]) -> str:
@@ -607,8 +638,11 @@ def markdown(jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]])
     out = ["## fxtr summary", ""]
     for e in evaluations:
         info = jobs.get(e.get("job_id") or "")
-        gate = "passed" if e["gate"]["passed"] else "**failed**"
-        out.append(f"### `{e['eval']}` ({e['workflow']}): gate {gate}")
+        label = gate_text(e)
+        gate = {"gate passed": "gate passed", "-": "not gated"}.get(label, "gate **failed**")
+        if label == "regressed":
+            gate += " (regressed)"
+        out.append(f"### `{e['eval']}` ({e['workflow']}): {gate}")
         out.append("")
         if info is not None:
             out.append(

@@ -456,12 +456,31 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     if failed and tr is not None:  # the final "N passed" line is not green then
-        tr.stats.setdefault(GATE_FAILED, []).extend(_GateFailure(e["eval"]) for e in failed)
+        missed = [f for e in failed for f in failed_gates(e)]
+        key = GATE_FAILED if len(missed) == 1 else GATES_FAILED
+        tr.stats.setdefault(key, []).extend(missed)
 
 
 GATE_FAILED = "fxtr gate failed"
-"""The terminal's outcome counter for evals whose gate failed (``6 passed, 1 fxtr gate
-failed``)."""
+"""The terminal's outcome counter for the score gates that failed: one per group that missed
+its threshold or regressed (``6 passed, 1 fxtr gate failed``)."""
+GATES_FAILED = "fxtr gates failed"
+"""The same counter when more than one gate failed (``6 passed, 2 fxtr gates failed``)."""
+
+
+def failed_gates(evaluation: dict[str, Any]) -> list[_GateFailure]:
+    """One entry per score gate that failed.
+
+    Each group below its threshold or with a case missing, each regressed group (once when
+    both), or the eval itself when its scores could not be computed.
+    """
+    from pytest_fxtr._gates import describe
+
+    gate = evaluation["gate"]
+    names = list(dict.fromkeys([*gate.get("failed", []), *gate.get("regressed", [])]))
+    if not names:
+        names = [describe({})]
+    return [_GateFailure(f"{evaluation['eval']} ({name})") for name in names]
 
 
 @dataclasses.dataclass

@@ -172,3 +172,19 @@ def test_a_killed_job_is_interrupted_and_resumes(pytester, monkeypatch):
     assert "never scored" in resumed.stdout and "--fxtr-resume" in resumed.stdout
     row = json.loads(fxtr(pytester.path, "jobs", "--json").stdout)[0]
     assert (row["status"], row["attempts"]) == ("succeeded", 2)
+
+
+def test_help_has_no_markup_and_the_history_hint_is_true(pytester, monkeypatch):
+    """`fxtr --help` shows no RST markup; the cache history hint names `fxtr show -v`, which
+    does print every address, and `fxtr cache history` takes one."""
+    for command in ([], ["jobs"], ["show"], ["cache", "history"], ["compare"], ["view"]):
+        shown = fxtr(pytester.path, *command, "--help")
+        assert shown.returncode == 0 and "``" not in shown.stdout, shown.stdout
+    _, job = run_eval(pytester, monkeypatch, scores_of([1.0] * 10, [1.0] * 10))
+    unknown = fxtr(pytester.path, "cache", "history", "no/such[address=1]")
+    assert unknown.returncode == 1 and "`fxtr show -v JOB`" in unknown.stderr
+    verbose = fxtr(pytester.path, "show", "-v", job["job_id"]).stdout
+    addresses = [line.split()[-1] for line in verbose.split("invocations:\n", 1)[1].splitlines()]
+    assert len(addresses) == 20 and "test_m::test_m/score[model=a,case=c00]" in addresses
+    history = fxtr(pytester.path, "cache", "history", addresses[0])
+    assert history.returncode == 0, history.stderr

@@ -269,7 +269,7 @@ def test_the_comparison_page(page, eval_served):
     )
     assert [r[0] for r in rows] == ["small", "large"]
     large = rows[1]
-    assert large[1:4] == ["0.917", "0.75", "-0.167"] and large[5] == "6"  # 5.5/6, 4.5/6
+    assert large[1:4] == ["0.917", "0.750", "-0.167"] and large[5] == "6"  # 5.5/6, 4.5/6
     assert large[8] == "no significant change"
     flips = page.inner_text("#flipped")
     assert "small: pass → fail (1)\nregress" in flips and "small: fail → pass (1)\nhard" in flips

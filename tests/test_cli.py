@@ -38,11 +38,14 @@ def test_missing_store_is_an_error_and_creates_nothing(tmp_path, capsys):
 
 
 def test_jobs_lists_columns_and_filters(failed_job, capsys):
-    """`fxtr jobs` shows id, workflow, status, attempts, counts, tokens, cost, commit."""
+    """`fxtr jobs` shows id, eval or workflow, status, gate and cost; --wide every column."""
     assert main(["jobs"]) == 0
     out = capsys.readouterr().out
-    assert "job" in out and "workflow" in out and "commit" in out
+    assert "job" in out and "workflow" in out and "gate" in out and "cost" in out
     assert failed_job in out and "qa.evaluate" in out and "failed" in out
+    assert main(["jobs", "--wide"]) == 0
+    out = capsys.readouterr().out
+    assert "attempts" in out and "tokens" in out and "commit" in out and failed_job in out
     assert main(["jobs", "--status", "succeeded"]) == 0
     assert failed_job not in capsys.readouterr().out
     assert main(["jobs", "--json", "--store", ".fxtr"]) == 0
@@ -229,7 +232,7 @@ def test_commands_find_the_store_from_a_subfolder(failed_job, capsys, monkeypatc
     assert main(["jobs"]) == 0
     assert failed_job in capsys.readouterr().out
     assert main(["show", failed_job[:6]]) == 0
-    assert f"job {failed_job} · qa.evaluate" in capsys.readouterr().out
+    assert f"qa.evaluate · job {failed_job}" in capsys.readouterr().out
     elsewhere = tmp_path.parent / f"{tmp_path.name}-empty"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
@@ -286,8 +289,8 @@ def test_jobs_are_named_by_prefix_and_latest_everywhere(eval_jobs, capsys, tmp_p
     _, a, b = eval_jobs
     assert main(["show", "latest"]) == 0
     out = capsys.readouterr().out
-    assert f"job {b} ·" in out and "eval evals/test_res.py::test_res · gate failed" in out
-    assert "  small: mean 0.733 · n=5 · missing 1 · threshold 0.8 FAILED" in out  # 3.67/5
+    assert f"· job {b} ·" in out and "eval evals/test_res.py::test_res · gate failed" in out
+    assert "  small: mean 0.733 · n=5 · missing 1 · threshold 0.800 FAILED" in out  # 3.67/5
     assert main(["export", a[:8], "latest", "-o", str(tmp_path / "e.json")]) == 0
     jobs = json.loads((tmp_path / "e.json").read_text())["jobs"]
     assert [j["job_id"] for j in jobs] == [a, b]

@@ -1,4 +1,4 @@
-"""The public names are exactly those DESIGN.md gives."""
+"""The public names are exactly those the design contract gives (DESIGN, the layout tables)."""
 
 import fxtr
 import fxtr.experiment.arrays

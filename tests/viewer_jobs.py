@@ -180,7 +180,7 @@ def _address(step_name: str, model: str, case: str, sample: int) -> str:
 
 
 def write_evaluation(store, result, models, cases, samples, threshold, baseline):
-    """The ``evaluation`` field of interfaces.md, built from the job's own invocations."""
+    """The record's ``evaluation`` field (``docs/results.md``), built from the job's invocations."""
     by_address = {inv.address: inv for inv in result.invocations}
     cells, groups, failed = [], [], []
     for model in models:

@@ -1,12 +1,13 @@
 """Score logic shared by the plugin, the report and ``fxtr compare`` (DESIGN §7, §8).
 
-Pure functions over the ``cells`` of an evaluation (``/work/notes/interfaces.md``): one cell
-per case and group, ``{"group": {dim: key}, "case": {dim: key}, "values": [per-sample score
-or None], "status": "ok" | "missing"}``. They return plain, JSON-ready dicts; rendering is the
-caller's business. Group and case keys are tuples of ``(dim, key)`` pairs sorted by dimension
-name (:func:`key_of`), hashable and turned back into a dict with ``dict(key)``. Reducing the
-cells is the costly part (about 2 µs a cell): :func:`report_groups` and :func:`compare` also
-take what :func:`case_scores` returned, so a run that is reported and compared is reduced once.
+Pure functions over the ``cells`` of an evaluation (``docs/results.md``, "The evaluation
+record"): one cell per case and group, ``{"group": {dim: key}, "case": {dim: key}, "values":
+[per-sample score or None], "status": "ok" | "missing"}``. They return plain, JSON-ready dicts;
+rendering is the caller's business. Group and case keys are tuples of ``(dim, key)`` pairs
+sorted by dimension name (:func:`key_of`), hashable and turned back into a dict with
+``dict(key)``. Reducing the cells is the costly part (about 2 µs a cell): :func:`report_groups`
+and :func:`compare` also take what :func:`case_scores` returned, so a run that is reported and
+compared is reduced once.
 
 The choices where the contract leaves room, made once here:
 

@@ -1,4 +1,6 @@
-"""Issue 15 clear errors, failing on the current tree (see /work/notes/faults-findings.md)."""
+"""Clear errors of issue 15: a result with no encoding fails its invocation, ``map_over`` of a
+bare string is one dimension, a step that blocks the loop is named, hostile inputs and a
+``timeout`` given as text are refused naming the parameter."""
 
 from __future__ import annotations
 
@@ -59,7 +61,8 @@ def test_a_step_that_blocks_the_event_loop_is_named(store: Path, caplog: pytest.
 
 @pytest.mark.parametrize("kind", ["bigint", "deep900", "surrogate"])
 def test_hostile_input_is_refused_naming_the_parameter(kind: str, store: Path) -> None:
-    """F3: these escape as bare ValueError / RecursionError / UnicodeEncodeError."""
+    """F3: a huge int, 900-deep nesting or a lone surrogate is refused naming the parameter
+    (once a bare ValueError, RecursionError or UnicodeEncodeError)."""
     check_refused(HOSTILE[kind], store)
 
 

@@ -1,4 +1,6 @@
-"""Issue 15 store faults that fail on the current tree (see /work/notes/faults-findings.md)."""
+"""Store faults of issue 15: one result that cannot be stored fails only its invocation, a
+damaged or garbled entry is a miss (recomputed, never served), and a file that is not a store
+is one clear error naming the path and the fix."""
 
 from __future__ import annotations
 

@@ -412,3 +412,46 @@ def test_the_kit_eval_of_the_readme_has_no_hermeticity_notice(pytester):
     (job,) = json.loads((pytester.path / "r.json").read_text())["jobs"]
     assert [w for i in job["invocations"] for w in i["warnings"]] == []
     assert "touched local state" not in result.stdout.str()
+
+
+def test_gates_are_counted_by_group_and_long_group_names_are_never_cut(pytester, monkeypatch):
+    """Two groups under the threshold: `2 fxtr gates failed` (one eval); group names longer
+    than the tables' room wrap whole within 100 columns, in the scores and baseline tables."""
+    long_a = "a-" + "very-long-model-name-" * 4 + "a"
+    long_b = "b-" + "very-long-model-name-" * 4 + "b"
+    table = {
+        long_a: {f"c{i:02d}": 1.0 if i < 7 else 0.0 for i in range(10)},
+        long_b: {f"c{i:02d}": 1.0 if i < 6 else 0.0 for i in range(10)},
+    }
+    monkeypatch.setenv("SCORES", json.dumps(table))
+    pytester.makepyfile(test_m=EVAL)
+    pytester.runpytest("-p", "no:cacheprovider")
+    result = pytester.runpytest(
+        "-p", "no:cacheprovider", "--fxtr-fail-under", "0.9", "--fxtr-baseline", "latest"
+    )
+    assert result.ret == 1
+    assert ", 2 fxtr gates failed in " in result.stdout.lines[-1]
+    section = result.stdout.str().split("fxtr summary", 1)[1].split("fxtr: score gate", 1)[0]
+    assert max(len(line) for line in section.splitlines()) <= 100, section
+    assert "…" not in section
+    for header in ("mean", "base"):
+        names = first_column(section, header)
+        assert names == [f"model={long_a}", f"model={long_b}"], section
+
+
+def first_column(section, header):
+    """The first column's cells of the table headed ``group  <header> ...``, each cell joined
+    from the lines it wraps onto."""
+    lines = section.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:2] == ["group", header])
+    width = len(lines[start + 1].split(" ", 1)[0])  # the dashes under the first header
+    cells: list[str] = []
+    for line in lines[start + 2 :]:
+        if not line.strip():
+            break
+        head, rest = line[:width].strip(), line[width:].strip()
+        if rest or not cells:
+            cells.append(head)
+        else:
+            cells[-1] += head
+    return cells

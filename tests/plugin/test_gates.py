@@ -441,7 +441,9 @@ def test_quiet_summary_is_one_line_per_job_and_the_gate_is_last(pytester, monkey
     job_id = report(pytester)["jobs"][0]["job_id"]
     section = result.stdout.str().split("fxtr summary", 1)[1].splitlines()[1:]
     lines = [line for line in section if line.strip()]
-    assert lines[0] == f"fxtr: {job_id} · g.evaluate · succeeded · $0.0000 · gate failed"
+    assert lines[0] == (
+        f"fxtr: test_g.py::test_g · g.evaluate · {job_id} · succeeded · $0.0000 · gate failed"
+    )
     assert lines[1].startswith("fxtr: score gate failed for test_g.py::test_g (model=b): ")
     assert "mean 0.800 < threshold 0.900" in lines[1]
     assert len(lines) == 3 and "passed" in lines[2]

@@ -96,7 +96,7 @@ def test_one_job_runs_every_case_and_items_get_their_slice(pytester):
         [
             "fxtr: cache=*/.fxtr/cache, conflicts=review, verify=on, concurrency=32",
             "*= fxtr summary =*",
-            "job * · demo.evaluate · attempt 1 · succeeded*",
+            "test_demo.py::test_demo · demo.evaluate · job * · attempt 1 · succeeded*",
             "step*invocations*ok*failed*skipped*review*ran*cached*time",
             "demo.score*6*6*0*0*0*6*0*",
             "group*mean*95% CI*interval*n*missing*threshold*gate",

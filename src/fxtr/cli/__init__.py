@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -123,8 +124,6 @@ process died before it ended)."""
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from tabulate import tabulate
-
     from fxtr.report import attempt_status, job_records, job_row, load_job, newest_first
 
     if args.status and args.status not in JOB_STATUSES:
@@ -162,35 +161,62 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     if not rows:
         print(f"no jobs in {store.path}" + (" that match" if args.status or args.workflow else ""))
         return 0
-    columns = [
-        ("job", "job_id"),
-        ("eval or workflow", "name"),
-        ("status", "status"),
-        ("gate", "gate"),
-        ("attempts", "attempts"),
-        ("ran", "ran"),
-        ("cached", "cached"),
-        ("failed", "failed"),
-        ("tokens", "tokens"),
-        ("cost", "cost_usd"),
-        ("started", "started"),
-        ("commit", "commit"),
-    ]
-    table = [
-        [
-            format_usd(r["cost_usd"])
-            if key == "cost_usd"
-            else _cell(r["eval"] or r["workflow"])
-            if key == "name"
-            else _cell(r[key])
-            for _, key in columns
-        ]
-        for r in rows
-    ]
-    print(tabulate(table, headers=[name for name, _ in columns], disable_numparse=True))
+    print(jobs_table(rows, wide=args.wide))
     if args.limit and len(rows) == args.limit and len(records) > args.limit:
         print(f"(the newest {args.limit}; --limit 0 lists all {len(records)})")
     return 0
+
+
+JOBS_WIDTH = 100
+"""``fxtr jobs`` fits in this many columns (``--wide`` lists every column, however wide)."""
+WIDE_COLUMNS = (
+    ("job", "job_id"),
+    ("eval", "eval"),
+    ("workflow", "workflow"),
+    ("status", "status"),
+    ("gate", "gate"),
+    ("attempts", "attempts"),
+    ("ran", "ran"),
+    ("cached", "cached"),
+    ("failed", "failed"),
+    ("tokens", "tokens"),
+    ("cost", "cost_usd"),
+    ("started", "started"),
+    ("commit", "commit"),
+)
+
+
+def jobs_table(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
+    """The ``fxtr jobs`` table: job, eval (or workflow), status, gate and cost.
+
+    It fits in ``JOBS_WIDTH`` columns: the eval's name, cut at its start when it must be
+    (``…test_qa.py::test_qa``), takes what the other columns leave. ``wide`` lists every
+    column of ``job_row`` instead.
+    """
+    from tabulate import tabulate
+
+    def text(row: dict[str, Any], key: str) -> str:
+        if key == "cost_usd":
+            return format_usd(row["cost_usd"]) if row["cost_usd"] is not None else "n/a"
+        return _cell(row.get(key))
+
+    if wide:
+        table = [[text(r, key) for _, key in WIDE_COLUMNS] for r in rows]
+        headers = [name for name, _ in WIDE_COLUMNS]
+        return str(tabulate(table, headers=headers, disable_numparse=True))
+    keys = ("job_id", "name", "status", "gate", "cost_usd")
+    table = [
+        [_cell(r["eval"] or r["workflow"]) if k == "name" else text(r, k) for k in keys]
+        for r in rows
+    ]
+    widths = [max(len(h), *(len(line[i]) for line in table)) for i, h in enumerate(keys)]
+    room = JOBS_WIDTH - sum(w for i, w in enumerate(widths) if i != 1) - 2 * (len(keys) - 1)
+    room = max(room, 12)
+    for line in table:
+        if len(line[1]) > room:
+            line[1] = "…" + line[1][-(room - 1) :]
+    headers = ["job", "eval or workflow", "status", "gate", "cost"]
+    return str(tabulate(table, headers=headers, disable_numparse=True))
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -200,9 +226,11 @@ def cmd_show(args: argparse.Namespace) -> int:
     view = _job(store, args.job)
     row = job_row(view)
     graph = operation_graph(view)
+    from fxtr.report._names import job_title
+
     print(
-        f"job {row['job_id']} · {row['workflow']} · attempt {row['attempts']} · {row['status']}"
-        + (f" · commit {row['commit']}" if row["commit"] else "")
+        f"{job_title(view.record)} · job {row['job_id']} · attempt {row['attempts']} · "
+        f"{row['status']}" + (f" · commit {row['commit']}" if row["commit"] else "")
     )
     print(
         f"{row['ran']} ran, {row['cached']} cached, {row['failed']} failed · "
@@ -249,12 +277,23 @@ def cmd_show(args: argparse.Namespace) -> int:
             print(f"  {inv['address']}: {inv.get('reason') or inv['status']}: {inv.get('error')}")
         if len(failed) > 20 and not args.verbose:
             print(f"  … {len(failed) - 20} more (-v lists all)")
+    if args.verbose:  # every address, as `fxtr cache history ADDRESS` takes them
+        print("\ninvocations:")
+        for address, inv in sorted(view.invocations.items()):
+            cached = " (cached)" if inv.get("from_cache") else ""
+            print(f"  {inv['status']}{cached} {address}")
     return 0
 
 
 def _print_evaluation(record: dict[str, Any]) -> None:
     """An eval job's score groups and gate, under its tree."""
-    from fxtr.report._evals import evaluation_of, format_score, gate_label, key_label
+    from fxtr.report._evals import (
+        evaluation_of,
+        format_interval,
+        format_score,
+        gate_label,
+        key_label,
+    )
 
     evaluation = evaluation_of(record)
     if evaluation is None:
@@ -262,7 +301,7 @@ def _print_evaluation(record: dict[str, Any]) -> None:
     print(f"\neval {evaluation.get('eval')} · {gate_label(record) or 'not gated'}")
     for group in evaluation.get("groups") or []:
         low, high = group.get("low"), group.get("high")
-        interval = f" [{format_score(low)}, {format_score(high)}]" if low is not None else ""
+        interval = f" {format_interval(low, high)}" if low is not None else ""
         threshold = group.get("threshold")
         gate = "" if threshold is None else f" · threshold {format_score(threshold)}"
         verdict = "" if threshold is None else (" passed" if group.get("passed") else " FAILED")
@@ -439,12 +478,20 @@ def cmd_view(args: argparse.Namespace) -> int:
 JOB_NAMES = "a job id, a unique prefix of one, or 'latest'"
 
 
+def plain(text: str) -> str:
+    """Help text from a docstring, without reStructuredText's markup.
+
+    Double backquotes become single quotes (``fxtr`` -> 'fxtr'), so `fxtr --help` shows none.
+    """
+    return re.sub(r"``([^`]+)``", r"'\1'", text)
+
+
 def _parser() -> argparse.ArgumentParser:
     store_help = (
         "the fxtr store: a directory or a postgresql:// URL (default: the nearest .fxtr in "
         "the working directory or its parents)"
     )
-    parser = argparse.ArgumentParser(prog="fxtr", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="fxtr", description=plain(__doc__.split("\n\n")[0]))
     parser.add_argument("--store", default=None, help=store_help)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--store", default=argparse.SUPPRESS, help=store_help)
@@ -457,11 +504,22 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--workflow", help="only jobs whose workflow name contains this")
     p.add_argument("--json", action="store_true", help="print JSON")
+    p.add_argument(
+        "--wide",
+        action="store_true",
+        help="every column (workflow, attempts, ran, cached, failed, tokens, started, "
+        "commit), however wide; the default fits in 100 columns",
+    )
     p.set_defaults(run=cmd_jobs)
 
     p = sub.add_parser("show", parents=[common], help="a job's graph as a tree, with failures")
     p.add_argument("job", metavar="JOB", help=JOB_NAMES)
-    p.add_argument("-v", "--verbose", action="store_true", help="list every failure")
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="store_true",
+        help="list every failure, then every invocation's address (for `fxtr cache history`)",
+    )
     p.set_defaults(run=cmd_show)
 
     p = sub.add_parser("resume", parents=[common], help="resume a job: rerun only what failed")

@@ -24,7 +24,7 @@ longest ago goes.
 RESTORE_HELP = """\
 Make a kept entry of ADDRESS its current cache entry again; the entry it replaces stays
 kept, so a restore can itself be undone. ADDRESS is a step invocation's address as
-`fxtr show JOB` and the viewer print it (quote it in the shell: it has brackets), e.g.
+`fxtr show -v JOB` and the viewer print it (quote it in the shell: it has brackets), e.g.
 'qa.evaluate/answer[model=a,prompt=p1]'. --index picks the entry, as
 `fxtr cache history ADDRESS` numbers them: 0 is the oldest, -1 (the default) the newest
 (the one that was current last before the current one).
@@ -72,7 +72,7 @@ def history_lines(store: Store, address: str) -> list[str]:
     if current is None and not history:
         msg = (
             f"no cache entry at {address!r} in {store.path}. Addresses are as "
-            "`fxtr show JOB` prints them."
+            "`fxtr show -v JOB` lists them (every invocation's), and so does the viewer."
         )
         raise KeyError(msg)
     entries: list[tuple[str, dict[str, Any]]] = [(f"[{i}]", h) for i, h in enumerate(history)]
@@ -150,7 +150,7 @@ def why_lines(store: Store, address: str) -> list[str]:
         if store.get_entry(address) is None:
             msg = (
                 f"no cache entry and no job's invocation at {address!r} in {store.path}. "
-                "Addresses are as `fxtr show JOB` prints them."
+                "Addresses are as `fxtr show -v JOB` prints them."
             )
             raise KeyError(msg)
         return [address, "  no job in the store recorded an invocation here"]

@@ -4,24 +4,24 @@ from __future__ import annotations
 
 from typing import Any
 
-from fxtr.report._evals import compare_evaluations, format_score, key_label
+from fxtr.report._evals import (
+    compare_evaluations,
+    format_interval,
+    format_score,
+    format_signed,
+    key_label,
+)
 
 MAX_FLIPPED = 10
 """Flipped cases named per group and direction; the rest are counted."""
 
 
 def _signed(value: Any) -> str:
-    if not isinstance(value, int | float):
-        return "-"
-    text = format_score(float(value))
-    return text if text.startswith("-") or text == "0" else "+" + text
+    return format_signed(float(value)) if isinstance(value, int | float) else "-"
 
 
 def _interval(row: dict[str, Any]) -> str:
-    low, high = row.get("low"), row.get("high")
-    if not isinstance(low, int | float) or not isinstance(high, int | float):
-        return "-"
-    return f"[{format_score(low)}, {format_score(high)}]"
+    return format_interval(row.get("low"), row.get("high"))
 
 
 def _case(case: Any) -> str:

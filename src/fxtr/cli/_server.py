@@ -545,8 +545,11 @@ def export_html(store: Store, job_id: str) -> str:
         table = viewer.table(job_id)
         matrix = result_matrix(evaluation, limit=len(evaluation["cells"]), tables=(table, None))
         matrix["job_id"] = job_id
+        origins: dict[str, Any] = {}  # the jobs that ran cached cells, read once
         for i in range(len(evaluation["cells"])):
-            cell = cell_detail(store, job_id, evaluation, i, view.invocations, table=table)
+            cell = cell_detail(
+                store, job_id, evaluation, i, view.invocations, table=table, origins=origins
+            )
             cell = with_trajectories(store, cell, view.invocations)
             details.append(
                 f'<script type="application/json" id="cell-{i}">{safe_json(cell)}</script>'

@@ -1,17 +1,18 @@
 """Eval results read back from a job record's ``evaluation`` field: matrix, cells, comparisons.
 
-The plugin writes ``evaluation`` after gating (see interfaces.md): one cell per case and group
-with the per-sample scores. Everything here reads that field alone, so the results of a
-10,000-case job are shown without loading its invocations.
+The plugin writes ``evaluation`` after gating (``docs/results.md``, "The evaluation record"):
+one cell per case and group with the per-sample scores. Everything here reads that field
+alone, so the results of a 10,000-case job are shown without loading its invocations.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
 
-from fxtr.report._values import render_value
+from fxtr.report._values import render_tree, render_value
 from fxtr.scores import case_scores, compare
 from fxtr.store import Store
 
@@ -43,11 +44,29 @@ def _frozen(key: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
 
 
 def format_score(value: float | None) -> str:
-    """A score as the matrix and ``fxtr compare`` print it: up to 3 decimals, no trailing 0s."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
+    """A score, mean, bound, threshold or MDE as every view prints it: three decimals.
+
+    The one formatter of figures (DESIGN §11): the summary, ``fxtr show``, ``fxtr compare``,
+    the Markdown and the viewer (``num`` in ``app.js`` mirrors it) all print ``0.750``;
+    ``-`` when there is no value.
+    """
+    if value is None or not isinstance(value, int | float) or math.isnan(value):
         return "-"
-    text = f"{value:.3f}".rstrip("0").rstrip(".")
-    return "0" if text == "-0" else text
+    text = f"{value:.3f}"
+    return text[1:] if text == "-0.000" else text
+
+
+def format_signed(value: float | None) -> str:
+    """A difference with its sign: ``+0.125``, ``-0.700``, ``0.000``."""
+    text = format_score(value)
+    return "+" + text if text not in ("-", "0.000") and not text.startswith("-") else text
+
+
+def format_interval(low: float | None, high: float | None) -> str:
+    """An interval as every view prints it: ``[0.301, 0.954]``; ``-`` without one."""
+    if format_score(low) == "-" or format_score(high) == "-":
+        return "-"
+    return f"[{format_score(low)}, {format_score(high)}]"
 
 
 def pass_bar(threshold: float | None, unit: bool) -> float | None:
@@ -86,6 +105,17 @@ def cell_score(score: Any, *, bar: float | None, sampled: bool) -> dict[str, Any
     return out
 
 
+UNSCORED = "no score"
+"""What a cell of an eval without numeric scores shows when its steps gave a result: the
+result is recorded (the item judged it), so it is not ``missing``."""
+
+
+def unscored(cell: dict[str, Any]) -> bool:
+    """Whether a cell's every sample has a result that is not a number (nothing missing)."""
+    values = cell.get("values") or []
+    return bool(values) and int(cell.get("non_numeric") or 0) >= len(values)
+
+
 def _thresholds(evaluation: dict[str, Any]) -> dict[tuple[tuple[str, Any], ...], float | None]:
     out: dict[tuple[tuple[str, Any], ...], float | None] = {}
     for group in evaluation.get("groups") or []:
@@ -122,7 +152,10 @@ def cell_table(evaluation: dict[str, Any]) -> dict[str, Any]:
         score = scores[gkey][ckey]
         binary = score.binary
         bar = pass_bar(thresholds.get(gkey), score.unit)
-        scored[(ckey, gkey)] = {**cell_score(score, bar=bar, sampled=sampled), "index": index}
+        view = cell_score(score, bar=bar, sampled=sampled)
+        if score.value is None and unscored(cell):
+            view.update(missing=False, unscored=True, text=UNSCORED)
+        scored[(ckey, gkey)] = {**view, "index": index}
     return {"columns": columns, "rows": rows, "cells": scored, "binary": binary}
 
 
@@ -225,7 +258,13 @@ def evaluation_summary(evaluation: dict[str, Any]) -> dict[str, Any]:
 
 
 def gate_label(record: dict[str, Any]) -> str | None:
-    """``gate failed`` / ``gate passed`` / ``regressed`` for a job record, ``None`` if not gated."""
+    """``gate failed`` / ``gate passed`` / ``regressed`` for a job record, ``None`` if not gated.
+
+    An eval is gated when a group has a threshold, or when a baseline was compared (a
+    regression fails it); an eval with neither has no gate to pass (DESIGN §5, §8), so no
+    ``gate passed``. A gate that failed for a reason of its own (scores that could not be
+    computed) is ``gate failed`` all the same.
+    """
     evaluation = record.get("evaluation")
     if not isinstance(evaluation, dict):
         return None
@@ -234,7 +273,11 @@ def gate_label(record: dict[str, Any]) -> str | None:
         return None
     if gate.get("regressed"):
         return "regressed"
-    return "gate passed" if gate["passed"] else "gate failed"
+    if not gate["passed"]:
+        return "gate failed"
+    groups = [g for g in evaluation.get("groups") or [] if isinstance(g, dict)]
+    gated = any(g.get("threshold") is not None or g.get("baseline") for g in groups)
+    return "gate passed" if gated else None
 
 
 def cell_detail(
@@ -244,8 +287,14 @@ def cell_detail(
     index: int,
     invocations: dict[str, Any],
     table: dict[str, Any] | None = None,
+    origins: dict[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """One matrix cell: its key, scores and invocations with their model calls' conversations.
+    """One matrix cell: its key, case, scores and invocations with their conversations.
+
+    An invocation served from the cache shows the conversation of the job that ran it
+    (``calls_from`` names that job), not only its stored result; ``origins`` keeps the
+    invocations of those jobs between calls (the export asks for every cell). The case's
+    own values (a kit ``Case``'s input and target) come from the job's recorded inputs.
 
     Raises:
         KeyError: the evaluation has no cell at that index.
@@ -259,8 +308,11 @@ def cell_detail(
     score = table["cells"].get((_frozen(cell.get("case") or {}), _frozen(cell.get("group") or {})))
     out_invocations = []
     sample_dim = evaluation.get("sample_dim")
+    origins = origins if origins is not None else {}
     for address in cell.get("addresses") or []:
         inv = invocations.get(address)
+        if inv is not None and inv.get("from_cache") and not inv.get("model_calls"):
+            inv = {**inv, **_conversation_when_run(store, address, inv, origins)}
         sample = _key_in(address, sample_dim) if sample_dim else None
         if inv is None:
             out_invocations.append({"address": address, "status": "not recorded", "sample": sample})
@@ -276,6 +328,7 @@ def cell_detail(
                 "error": inv.get("error"),
                 "result": render_value(inv.get("result_text"), store),
                 "model_calls": [model_call_view(c) for c in inv.get("model_calls") or []],
+                "calls_from": inv.get("calls_from"),
             }
         )
     return {
@@ -283,12 +336,78 @@ def cell_detail(
         "index": index,
         "group": cell.get("group") or {},
         "case": cell.get("case") or {},
+        "case_inputs": case_inputs(store, job_id, cell.get("case") or {}, origins),
         "values": cell.get("values") or [],
         "status": cell.get("status"),
         "score": score,
         "sample_dim": evaluation.get("sample_dim"),
         "invocations": out_invocations,
     }
+
+
+def _conversation_when_run(
+    store: Store, address: str, inv: dict[str, Any], origins: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """The model calls of the run that made a cached result, from that job's record."""
+    try:
+        entry = store.get_entry(address)
+    except (KeyError, ValueError):
+        return {}
+    if entry is None or entry.damaged or entry.fingerprint != inv.get("fingerprint"):
+        return {}
+    origin = entry.meta.get("job_id")
+    if not isinstance(origin, str) or not store.has_job(origin):
+        return {}
+    if origin not in origins:
+        origins[origin] = store.job_invocations(origin)
+    ran = origins[origin].get(address) or {}
+    calls = ran.get("model_calls")
+    return {"model_calls": calls, "calls_from": origin} if calls else {}
+
+
+def case_inputs(
+    store: Store,
+    job_id: str,
+    case: dict[str, Any],
+    memo: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The job's inputs that vary with the case, at this case: ``{input name: value}``.
+
+    Read from the job record's encoded inputs (an Array over the case dimensions), each
+    value rendered as the viewer shows values (a kit ``Case`` as its fields: id, input,
+    target, metadata). Inputs over other dimensions (the models) are left out.
+    """
+    if not case:
+        return {}
+    memo = memo if memo is not None else {}
+    key = f"inputs:{job_id}"
+    if key not in memo:
+        try:
+            raw = store.get_job(job_id).get("inputs") or {}
+            memo[key] = {n: json.loads(t) for n, t in raw.items() if isinstance(t, str)}
+        except (KeyError, ValueError):
+            memo[key] = {}
+    out: dict[str, Any] = {}
+    for name, tree in memo[key].items():
+        if not isinstance(tree, dict) or "$array" not in tree:
+            continue
+        dims = [d for d, _ in tree["$array"]]
+        if not dims or set(dims) - set(case):
+            continue
+        try:
+            positions = [
+                [str(k) for k in keys].index(str(case[d]))
+                for d, keys in zip(dims, tree["keys"], strict=True)
+            ]
+        except (ValueError, KeyError, TypeError):
+            continue
+        flat = 0
+        for position, keys in zip(positions, tree["keys"], strict=True):
+            flat = flat * len(keys) + position
+        cells = tree.get("cells") or []
+        if flat < len(cells):
+            out[name] = render_tree(cells[flat], store)
+    return out
 
 
 def _key_in(address: str, dim: str) -> str | None:

@@ -138,6 +138,18 @@ def eval_of(record: dict[str, Any]) -> str | None:
     return None
 
 
+def job_title(record: dict[str, Any]) -> str:
+    """How every view names a job: its eval first, its workflow second (DESIGN §11).
+
+    ``evals/test_qa.py::test_qa · fxtr.evaluate`` for an eval's job (several evals share
+    the kit's ``fxtr.evaluate``, so the workflow alone names none of them); the workflow
+    alone for a job launched with ``fxtr.run``.
+    """
+    workflow = str(record.get("workflow") or "?")
+    evaluation = eval_of(record)
+    return workflow if evaluation is None else f"{evaluation} · {workflow}"
+
+
 def _describe(record: dict[str, Any]) -> str:
     when = created_at(record)
     stamp = dt.datetime.fromtimestamp(when).isoformat(timespec="seconds") if when else "?"

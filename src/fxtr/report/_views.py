@@ -311,7 +311,9 @@ def operation_graph(view: JobView) -> dict[str, Any]:
             n["cost_usd"] += inv.get("cost_usd") or 0.0
         if inv.get("reason"):
             n["reasons"][inv["reason"]] += 1
-    edges = [e for e in edges if e["source"] in nodes]
+    for key in _internal_sources(nodes):
+        del nodes[key]
+    edges = [e for e in edges if e["source"] in nodes and e["target"] in nodes]
     edges = fold_trajectories(nodes, edges)
     _layout(nodes, edges)
     out = []
@@ -323,6 +325,19 @@ def operation_graph(view: JobView) -> dict[str, Any]:
         "truncated": len(out) > MAX_GRAPH_NODES,
         "rollup": _rollup(out),
     }
+
+
+def _internal_sources(nodes: dict[str, dict[str, Any]]) -> list[str]:
+    """Arrays fxtr's own workflows make for themselves: never a node of the user's graph.
+
+    ``fxtr.evaluate``'s ``asked`` (the cases without their targets) is one.
+    """
+    return [
+        key
+        for key, n in nodes.items()
+        if n["kind"] == "source"
+        and str((nodes.get(n["parent"] or "") or {}).get("callee") or "").startswith("fxtr.")
+    ]
 
 
 AGENT_WORKFLOW = "fxtr.agent"

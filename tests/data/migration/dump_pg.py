@@ -1,10 +1,10 @@
 """Write a PostgreSQL store with fxtr as of 3f6da97 and dump its schema and rows as JSON."""
-
 import json
 import subprocess
 import sys
+from pathlib import Path
 
-sys.path.insert(0, "/work/wt-cache")
+sys.path.insert(0, str(Path(__file__).resolve().parents[3]))  # the repository's root
 import psycopg
 
 from tests.pgserver import fresh_database, throwaway_postgres

@@ -1,6 +1,7 @@
 """Build corpus.json: (answer, target) pairs with inspect_ai's values for each scorer.
 
-Run with a Python that has inspect_ai (``/work/venvs/inspect/bin/python``):
+Run with a Python environment that has inspect_ai installed (``pip install inspect-ai``; it
+is never a dependency of fxtr):
 
     python tests/data/scorers/build_corpus.py
 

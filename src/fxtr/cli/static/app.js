@@ -109,12 +109,14 @@
   function show(nodes) { var m = main(); m.textContent = ""; nodes.forEach(function (n) { if (n) { m.appendChild(n); } }); }
   function fail(err) { show([el("p", { class: "notice", text: "Error: " + err.message })]); }
 
+  // every figure as fxtr.report._evals.format_score prints it: three decimals (0.750)
   function num(v) {
     if (v === null || v === undefined || typeof v !== "number" || isNaN(v)) { return "-"; }
-    var t = v.toFixed(3).replace(/0+$/, "").replace(/\.$/, "");
-    return t === "-0" ? "0" : t;
+    var t = v.toFixed(3);
+    return t === "-0.000" ? "0.000" : t;
   }
-  function signed(v) { var t = num(v); return (typeof v === "number" && v > 0) ? "+" + t : t; }
+  function signed(v) { var t = num(v); return (t !== "-" && t !== "0.000" && t.charAt(0) !== "-") ? "+" + t : t; }
+  function interval(low, high) { return num(low) === "-" || num(high) === "-" ? "-" : "[" + num(low) + ", " + num(high) + "]"; }
   function label(key) {
     var dims = Object.keys(key || {});
     if (!dims.length) { return "all"; }
@@ -140,7 +142,7 @@
       var compare = el("button", { id: "compare-picked", type: "button", text: "compare the two checked jobs", disabled: "disabled",
         onclick: function () { if (picked.length === 2) { go("#/compare/" + encodeURIComponent(picked[0]) + "/" + encodeURIComponent(picked[1])); } } });
       var body = el("tbody");
-      var columns = ["", "job", "workflow / eval", "status", "gate", "attempts", "ran", "cached", "failed", "tokens", "cost", "started", "commit"];
+      var columns = ["", "job", "eval / workflow", "status", "gate", "attempts", "ran", "cached", "failed", "tokens", "cost", "started", "commit"];
       var numeric = ["attempts", "ran", "cached", "failed", "tokens", "cost"];
       var table = el("table", { id: "jobs" }, [el("thead", {}, [el("tr", {}, columns.map(function (c) {
         return el("th", { text: c, class: numeric.indexOf(c) >= 0 ? "num" : "" });
@@ -172,12 +174,12 @@
           body.appendChild(el("tr", { class: "row" + (j.gate === "gate failed" || j.gate === "regressed" ? " gate-failed" : ""), "data-job": j.job_id, onclick: open }, [
             el("td", {}, [box]),
             el("td", { text: j.job_id, class: "mono" }),
-            el("td", {}, [el("div", { text: j.workflow || "" }), j.eval ? el("div", { class: "muted small", text: j.eval }) : null]),
+            el("td", { class: "job-name" }, [el("div", { class: "eval-name", text: j.eval || j.workflow || "" }), j.eval ? el("div", { class: "muted small", text: j.workflow || "" }) : null]),
             el("td", { text: j.status, class: "status-" + j.status }),
             el("td", {}, [gateBadge(j.gate)]),
             el("td", { text: String(j.attempts), class: "num" }), el("td", { text: String(j.ran), class: "num" }),
             el("td", { text: String(j.cached), class: "num" }), el("td", { text: String(j.failed), class: "num" }),
-            el("td", { text: String(j.tokens), class: "num" }), el("td", { text: usd(j.cost_usd), class: "num" }),
+            el("td", { text: String(j.tokens), class: "num" }), el("td", { text: j.cost_usd === null || j.cost_usd === undefined ? "n/a" : usd(j.cost_usd), class: "num" }),
             el("td", { text: j.started || "" }), el("td", { text: j.commit || "" })
           ]));
         });
@@ -228,11 +230,11 @@
     if (!ev.groups || !ev.groups.length) { return null; }
     var dims = (ev.group_dims || []).join(", ") || "group";
     var rows = ev.groups.map(function (g) {
-      var interval = (g.low !== undefined && g.low !== null) ? "[" + num(g.low) + ", " + num(g.high) + "]" + (g.interval ? " " + g.interval : "") : "-";
+      var ci = (g.low !== undefined && g.low !== null) ? interval(g.low, g.high) + (g.interval ? " " + g.interval : "") : "-";
       var passed = g.threshold === null || g.threshold === undefined ? "no gate" : (g.passed ? "passed" : "failed");
       var b = g.baseline || null;
       return el("tr", { class: g.passed === false ? "group failed" : "group" }, [
-        el("td", { text: label(g.group) }), el("td", { class: "num", text: num(g.mean) }), el("td", { text: interval }),
+        el("td", { text: label(g.group) }), el("td", { class: "num", text: num(g.mean) }), el("td", { text: ci }),
         el("td", { class: "num", text: g.n === undefined ? "-" : String(g.n) }), el("td", { class: "num", text: g.missing ? String(g.missing) : "0" }),
         el("td", { class: "num", text: num(g.threshold) }),
         el("td", { class: passed === "failed" ? "status-failed" : passed === "passed" ? "status-succeeded" : "muted", text: passed }),
@@ -339,9 +341,9 @@
         var tr = el("tr", { "data-case": r.label }, [el("th", { class: "case", text: r.label, title: label(r.case) })]);
         r.cells.forEach(function (c, i) {
           if (!c) { tr.appendChild(el("td", { class: "cell sc-none", text: "" })); return; }
-          var cls = "cell " + bucket(c, range) + (c.missing ? " missing" : "") + (c.flaky ? " flaky" : "") + (c.failed ? " failed" : "") + (c.changed ? " changed" : "");
+          var cls = "cell " + bucket(c, range) + (c.missing ? " missing" : "") + (c.unscored ? " unscored" : "") + (c.flaky ? " flaky" : "") + (c.failed ? " failed" : "") + (c.changed ? " changed" : "");
           var td = el("td", { class: cls, "data-index": String(c.index), "data-col": page.columns[i].label, tabindex: "0",
-            title: c.missing ? "missing: " + c.recorded + " of " + c.samples + " sample(s) recorded" : (c.verdict ? c.verdict.replace("_", " ") : "score " + num(c.score)) },
+            title: c.missing ? "missing: " + c.recorded + " of " + c.samples + " sample(s) recorded" : c.unscored ? "a result that is not a score: the test judged it" : (c.verdict ? c.verdict.replace("_", " ") : "score " + num(c.score)) },
             [el("span", { class: "score", text: c.missing ? (c.recorded ? c.text + " · missing" : "missing") : c.text }),
              c.changed ? el("span", { class: "was", text: "was " + (c.baseline === null || c.baseline === undefined ? "absent" : c.baseline) }) : null]);
           var open = function () { openCell(jobId, c.index, td); };
@@ -381,8 +383,9 @@
       var parts = [el("button", { class: "close", type: "button", text: "close", onclick: function () { panel.hidden = true; } }),
         el("h2", { text: label(d.case) + (Object.keys(d.group || {}).length ? " · " + label(d.group) : "") }),
         el("dl", { class: "kv" }, [el("dt", { text: "score" }), el("dd", { text: (s.text || "-") + (s.verdict ? " (" + s.verdict.replace("_", " ") + ")" : "") }),
-          el("dt", { text: d.sample_dim ? "per " + d.sample_dim : "values" }), el("dd", { class: "mono", text: d.values.map(function (v) { return v === null ? "missing" : num(v); }).join("  ") }),
+          el("dt", { text: d.sample_dim ? "per " + d.sample_dim : "values" }), el("dd", { class: "mono", text: s.unscored ? "no score (a result the test judged)" : d.values.map(function (v) { return v === null ? "missing" : num(v); }).join("  ") }),
           el("dt", { text: "status" }), el("dd", { text: d.status || "" })])];
+      caseInputs(d.case_inputs).forEach(function (n) { parts.push(n); });
       if (!d.invocations.length) { parts.push(el("p", { class: "muted", text: "No invocations are recorded for this cell." })); }
       var steps = null;  // an agent eval: its trajectories (agents.js) first, the steps folded below
       if (d.trajectories && d.trajectories.length && window.fxtrAgents) {
@@ -399,6 +402,9 @@
           el("h3", {}, [el("span", { text: inv.step || inv.address }), el("span", { class: "status-" + inv.status, text: " " + inv.status + (inv.from_cache ? " · cached" : "") })]),
           el("div", { class: "muted small mono", text: inv.address })]);
         if (inv.error) { box.appendChild(el("pre", { class: "error", text: (inv.reason ? inv.reason + ": " : "") + inv.error })); }
+        if (inv.calls_from && (inv.model_calls || []).length) {
+          box.appendChild(el("p", { class: "muted small calls-from", text: "cached: the conversation of job " + inv.calls_from + ", which ran it" }));
+        }
         (inv.model_calls || []).forEach(function (c) { box.appendChild(transcript(c)); });
         if (inv.result !== undefined && inv.result !== null) {
           if ((inv.model_calls || []).length) {  // the conversation above says it; the record on demand
@@ -413,6 +419,28 @@
       if (steps) { parts.push(steps); }
       parts.forEach(function (p) { panel.appendChild(p); });
     }).catch(fail);
+  }
+
+  // the case's own values (a kit Case: its input and target), from the job's inputs
+  function caseInputs(inputs) {
+    var out = [];
+    Object.keys(inputs || {}).forEach(function (name) {
+      var v = inputs[name];
+      var entity = v && v.kind === "ref" ? v.entity : v;
+      if (entity && entity.kind === "entity") {
+        var rows = [];
+        ["input", "target", "choices"].forEach(function (f) {
+          var x = entity.fields[f];
+          if (x === undefined || x === null || (Array.isArray(x) && !x.length)) { return; }
+          rows.push(el("dt", { text: f }));
+          rows.push(el("dd", { class: "case-" + f }, [typeof x === "string" ? el("pre", { text: x }) : value(x)]));
+        });
+        out.push(el("section", { class: "case-inputs", "data-input": name }, [el("h3", { text: name }), el("dl", { class: "kv" }, rows)]));
+      } else {
+        out.push(el("section", { class: "case-inputs", "data-input": name }, [el("h3", { text: name }), value(v)]));
+      }
+    });
+    return out;
   }
 
   function transcript(c) {
@@ -450,11 +478,11 @@
       var ev = cmp.b.evaluation || {};
       var dims = (ev.group_dims || []).join(", ") || "group";
       var rows = cmp.groups.map(function (g) {
-        var interval = (g.low === null || g.low === undefined) ? "-" : "[" + signed(g.low) + ", " + signed(g.high) + "]";
+        var ci = interval(g.low, g.high);
         var verdict = g.verdict || "-";
         return el("tr", { class: "verdict-" + verdict.replace(/ /g, "-"), "data-group": g.label }, [
           el("td", { text: g.label }), el("td", { class: "num", text: num(g.baseline_mean) }), el("td", { class: "num", text: num(g.run_mean) }),
-          el("td", { class: "num", text: signed(g.delta) }), el("td", { text: interval }),
+          el("td", { class: "num", text: signed(g.delta) }), el("td", { text: ci }),
           el("td", { class: "num", text: g.n_paired === undefined ? "-" : String(g.n_paired) }),
           el("td", { class: "num", text: g.flipped.to_fail.length + " ↓ · " + g.flipped.to_pass.length + " ↑" }),
           el("td", { class: "num", text: num(g.mde) }), el("td", { class: "verdict", text: verdict })
