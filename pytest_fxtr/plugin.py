@@ -459,7 +459,17 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from pytest_fxtr._summary import render
 
-    render(_Redacting(terminalreporter), state.jobs, state.evaluations, config.getoption("verbose"))
+    terminalreporter = _Redacting(terminalreporter)
+    render(terminalreporter, state.jobs, state.evaluations, config.getoption("verbose"))
+    if state.settings.explain_misses:
+        from fxtr.experiment._why import miss_lines
+
+        terminalreporter.section("fxtr cache misses", sep="-")
+        for job_id, info in state.jobs.items():
+            lines = miss_lines(info["invocations"], config.getoption("verbose"))
+            terminalreporter.write_line(f"job {job_id}:" + ("" if lines else " nothing ran"))
+            for line in lines:
+                terminalreporter.write_line("  " + line)
 
 
 class _Redacting:
