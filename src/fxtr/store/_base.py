@@ -73,6 +73,14 @@ def parse_job(text: Any, where: str) -> dict[str, Any] | None:
     return None
 
 
+def row_checksum(
+    fingerprint: Any, version: Any, usage: Any, result: Any, meta: Any, code: Any
+) -> str:
+    """The checksum of an entry's every column, as a database row keeps it (``=`` first)."""
+    parts = [fingerprint, version, usage, result, meta, code]
+    return "=" + checksum_of("\x1f".join("" if p is None else str(p) for p in parts))
+
+
 def checksum_of(result: str) -> str:
     """The checksum stored with a result: the first 32 hex digits of its sha256."""
     return hashlib.sha256(result.encode("utf-8", "surrogatepass")).hexdigest()[:32]
@@ -143,7 +151,11 @@ class CacheEntry:
     def meta(self) -> dict[str, Any]:
         """Step name, source hash, input fingerprints, job id, creation time."""
         if self._meta is None:
-            self._meta = json.loads(self._meta_text or "{}")
+            try:
+                meta = json.loads(self._meta_text or "{}")
+            except ValueError:  # an entry written before whole-entry checksums, cut
+                meta = None
+            self._meta = meta if isinstance(meta, dict) else {"unreadable": True}
         return self._meta
 
     def to_text(self) -> str:
@@ -153,10 +165,8 @@ class CacheEntry:
         fp = self.fingerprint
         if self.code:
             fp += " " + json.dumps(self.code, sort_keys=True, separators=(",", ":"))
-        return (
-            f"#{checksum_of(self.result)}\n{fp}\n{self.version or ''}\n"
-            f"{usage}\n{self.result}\n{meta or '{}'}"
-        )
+        body = f"{fp}\n{self.version or ''}\n{usage}\n{self.result}\n{meta or '{}'}"
+        return f"#={checksum_of(body)}\n{body}"  # the checksum covers every line
 
     @classmethod
     def from_text(cls, text: str) -> CacheEntry:
@@ -166,6 +176,10 @@ class CacheEntry:
             if text.startswith("#"):
                 head, _, text = text.partition("\n")
                 checksum = head[1:]
+                if checksum.startswith("="):  # of the whole entry: header, result, metadata
+                    if checksum[1:] != checksum_of(text):
+                        return cls.damaged_entry()
+                    checksum = None
             fp, version, usage, result, meta = text.split("\n", 4)
             fp, _, code = fp.partition(" ")
             entry = cls(
@@ -194,7 +208,15 @@ class CacheEntry:
         checksum: str | None,
         code: str | None = None,
     ) -> CacheEntry:
-        """An entry from a database row; a damaged entry when it fails its checksum."""
+        """An entry from a database row; a damaged entry when it fails its checksum.
+
+        A checksum starting ``=`` covers every column (``row_checksum``); one without, written
+        before, the result only.
+        """
+        if checksum is not None and checksum.startswith("="):
+            if checksum != row_checksum(fingerprint, version, usage, result, meta, code):
+                return cls.damaged_entry()
+            checksum = None
         try:
             parsed = json.loads(usage) if usage else None
             reached = json.loads(code) if code else None
