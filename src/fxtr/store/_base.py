@@ -21,6 +21,26 @@ class StoreError(FxtrError):
     """A store that cannot be opened or read: the message names the path and what to do."""
 
 
+class StoreOutage(StoreError):
+    """The store stopped answering in the middle of a job (its server went away).
+
+    The job stops scheduling at the first write that fails so; what completed before is
+    stored, and the job is resumed once the store is back.
+    """
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether a store write failed because the store is gone (not because of a value).
+
+    A lost or refused database connection: psycopg's ``OperationalError`` and
+    ``InterfaceError`` (a step's own errors never reach the store's callers).
+    """
+    kind = type(error)
+    return kind.__module__.startswith("psycopg") and any(
+        c.__name__ in ("OperationalError", "InterfaceError") for c in kind.__mro__
+    )
+
+
 def is_url(location: Any) -> bool:
     """Whether a store location is a database URL rather than a directory."""
     return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
