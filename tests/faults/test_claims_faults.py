@@ -31,7 +31,13 @@ def _hold_and_stop(store: Path, tmp: Path, how: signal.Signals) -> int:
     gate.mkdir()
     proc = start_job({"store": str(store), "keys": KEYS, "payload": "ok", "gate": str(gate),
                       "out": str(tmp / "held.json")})
-    wait_for(lambda: len(list(gate.glob("started-*"))) == len(KEYS), "the holder's steps to start")
+    def started() -> bool:
+        if proc.poll() is not None:  # it ended before it held anything: say why
+            err = Path(str(tmp / "held.json") + ".err").read_text(errors="replace")
+            raise AssertionError(f"the holder exited {proc.returncode}:\n{err[-3000:]}")
+        return len(list(gate.glob("started-*"))) == len(KEYS)
+
+    wait_for(started, "the holder's steps to start")
     os.kill(proc.pid, how)
     proc.returncode = 0  # the Popen object must not reap it when collected
     return proc.pid

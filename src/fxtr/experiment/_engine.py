@@ -71,7 +71,7 @@ from fxtr.experiment._signature import Param
 from fxtr.experiment._types import Dim, is_assignable, is_entity_type
 from fxtr.experiment._watchdog import LoopWatchdog
 from fxtr.experiment.errors import SignatureError, UpstreamFailedError
-from fxtr.store._base import DEFAULT_KEEP
+from fxtr.store._base import DEFAULT_KEEP, is_outage
 
 if TYPE_CHECKING:
     from fxtr.experiment._context import WorkflowContext
@@ -150,6 +150,8 @@ class Run:
         """What differs between two values of an input, computed once a pass (``_why``)."""
         self._batch: Batch | None = None
         self._heartbeat: _Heartbeat | None = None
+        self.outage = False
+        """The store stopped answering: nothing more is written in this pass."""
         self.on_invocation: Callable[[Invocation], None] | None = None
         """Called as each invocation ends (progress reporting, the execution graph)."""
 
@@ -169,7 +171,10 @@ class Run:
             return
         exc = task.exception()
         if exc is not None and self.fatal is None:
-            self.fatal = exc
+            if isinstance(exc, Exception) and is_outage(exc):  # a read of the store failed
+                self._stop_for_outage(exc)
+            else:
+                self.fatal = exc
 
     async def drive(self, root: Coroutine[Any, Any, Any]) -> Any:
         """Run the root body and everything it schedules; raise the first fatal error."""
@@ -193,7 +198,7 @@ class Run:
                     task.cancel()
                 await asyncio.gather(*self.pending, return_exceptions=True)
             self.flush()
-            if self.held:
+            if self.held and not self.outage:
                 self.store.release(self.held)
                 self.held.clear()
         if self.fatal is not None:
@@ -221,12 +226,31 @@ class Run:
         from fxtr.store._base import redact_batch
 
         batch, self._batch = self._batch, None
-        if batch:
+        if batch and not self.outage:
             batch = redact_batch(batch)  # the one place texts leave for the store
             try:
                 self.store.write(batch)
             except Exception as exc:
-                self._write_apart(batch, exc)
+                if is_outage(exc):
+                    self._stop_for_outage(exc)
+                else:
+                    self._write_apart(batch, exc)
+
+    def _stop_for_outage(self, error: Exception) -> None:
+        """The store is gone: stop scheduling, say so once, leave the job resumable."""
+        from fxtr.store._base import StoreOutage
+
+        where = getattr(self.store, "path", self.store)
+        msg = (
+            f"The store at {where} stopped answering ({type(error).__name__}: "
+            f"{' '.join(str(error).split())}); fxtr stopped this job (attempt {self.attempt}) "
+            f"at the first result it could not store. Results stored before are kept: once "
+            f"the store is back, resume the job (fxtr resume {self.job_id}, or "
+            f"pytest --fxtr-resume) and only what did not finish runs."
+        )
+        self.outage = True
+        if self.fatal is None:
+            self.fatal = StoreOutage(msg)
 
     def _write_apart(self, batch: Batch, error: Exception) -> None:
         from fxtr.store import Batch
@@ -589,6 +613,8 @@ class _Heartbeat(threading.Thread):
             try:
                 run.store.renew(list(held), run.lease)
             except Exception as exc:  # the next beat tries again
+                if is_outage(exc):
+                    return  # the run stops at its next write, and says so there
                 log.warning("fxtr could not renew its claims: %s: %s", type(exc).__name__, exc)
 
     def stop(self) -> None:

@@ -25,7 +25,7 @@ from fxtr.experiment._records import Invocation, WorkflowRun
 from fxtr.experiment._types import bound_target, check_value, is_entity_type, type_name
 from fxtr.experiment.errors import SignatureError
 from fxtr.store import Store, open_store
-from fxtr.store._base import DEFAULT_KEEP, redact_json
+from fxtr.store._base import DEFAULT_KEEP, StoreOutage, redact_json
 
 JobStatus = Literal["succeeded", "failed", "needs_review"]
 CONFLICT_POLICIES = ("review", "overwrite")
@@ -299,6 +299,8 @@ async def _attempt(
                 replay.run_body(wf, root_address, _root_kwargs(wf, prepared, replay))
             )
     except BaseException as exc:
+        if isinstance(exc, StoreOutage):
+            raise  # nothing can be written; the record says the attempt started: resumable
         info.update(status="error", ended_at=time.time(), error=f"{type(exc).__name__}: {exc}")
         if run.damaged:
             info["damaged"] = list(run.damaged)

@@ -67,11 +67,16 @@ def decide(
     if entry is None:
         return "run", None
     if not entry.damaged and matches(entry, fp):
-        return "hit", hit(run, step, address, fps, fp, entry)
+        value = hit(run, step, address, fps, fp, entry)
+        if value is not None:
+            return "hit", value
+        entry = CacheEntry.damaged_entry()  # its result cannot be decoded
     for other in kept or ():
         if not other.damaged and matches(other, fp):
-            run.queue().current[address] = other.key
-            return "hit", hit(run, step, address, fps, fp, other)
+            value = hit(run, step, address, fps, fp, other)
+            if value is not None:
+                run.queue().current[address] = other.key
+                return "hit", value
     if entry.damaged:  # never served: recomputed, and counted
         run.damaged[address] = None
         return "run", None
@@ -266,8 +271,20 @@ def hit(
     fps: dict[str, str],
     fp: str | None,
     entry: CacheEntry,
-) -> Value:
-    return served(run, step, address, fps, fp, entry.result, entry.usage)
+) -> Value | None:
+    """The entry's result served, or None when its text cannot be decoded.
+
+    Such an entry is damaged though its checksum matched (written damaged, or by a buggy or
+    newer writer): a miss, recomputed and counted, never a crash.
+    """
+    try:
+        return served(run, step, address, fps, fp, entry.result, entry.usage)
+    except _UNDECODABLE:
+        return None
+
+
+_UNDECODABLE = (ValueError, TypeError, KeyError, RecursionError)
+"""What decoding a damaged result text raises (``JSONDecodeError`` is a ``ValueError``)."""
 
 
 def served(
@@ -280,7 +297,12 @@ def served(
     usage: dict[str, Any] | None,
     **recorded: Any,
 ) -> Value:
-    """An invocation served without running (step cache or an earlier attempt)."""
+    """An invocation served without running (step cache or an earlier attempt).
+
+    The result is decoded first: a text that cannot be decoded raises before anything is
+    recorded.
+    """
+    value = Value(decoded(result_text))
     inv = Invocation(
         address,
         step.name,
@@ -295,7 +317,7 @@ def served(
     if usage:
         inv.take_usage(usage)
     run.finish(inv)
-    return Value(decoded(result_text))
+    return value
 
 
 async def await_claim(
@@ -315,7 +337,9 @@ async def await_claim(
         await asyncio.sleep(run.store.wait_hint())
         entry = run.store.get_entry(address)
         if entry is not None and not entry.damaged and matches(entry, fp):
-            return hit(run, step, address, plan.fps, fp, entry)
+            value = hit(run, step, address, plan.fps, fp, entry)
+            if value is not None:
+                return value
         failed = failed_elsewhere(run, [address]).get(address)
         if failed is not None:
             return failed

@@ -21,6 +21,26 @@ class StoreError(FxtrError):
     """A store that cannot be opened or read: the message names the path and what to do."""
 
 
+class StoreOutage(StoreError):
+    """The store stopped answering in the middle of a job (its server went away).
+
+    The job stops scheduling at the first write that fails so; what completed before is
+    stored, and the job is resumed once the store is back.
+    """
+
+
+def is_outage(error: BaseException) -> bool:
+    """Whether a store write failed because the store is gone (not because of a value).
+
+    A lost or refused database connection: psycopg's ``OperationalError`` and
+    ``InterfaceError`` (a step's own errors never reach the store's callers).
+    """
+    kind = type(error)
+    return kind.__module__.startswith("psycopg") and any(
+        c.__name__ in ("OperationalError", "InterfaceError") for c in kind.__mro__
+    )
+
+
 def is_url(location: Any) -> bool:
     """Whether a store location is a database URL rather than a directory."""
     return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
@@ -71,6 +91,14 @@ def parse_job(text: Any, where: str) -> dict[str, Any] | None:
         stacklevel=3,
     )
     return None
+
+
+def row_checksum(
+    fingerprint: Any, version: Any, usage: Any, result: Any, meta: Any, code: Any
+) -> str:
+    """The checksum of an entry's every column, as a database row keeps it (``=`` first)."""
+    parts = [fingerprint, version, usage, result, meta, code]
+    return "=" + checksum_of("\x1f".join("" if p is None else str(p) for p in parts))
 
 
 def checksum_of(result: str) -> str:
@@ -143,7 +171,11 @@ class CacheEntry:
     def meta(self) -> dict[str, Any]:
         """Step name, source hash, input fingerprints, job id, creation time."""
         if self._meta is None:
-            self._meta = json.loads(self._meta_text or "{}")
+            try:
+                meta = json.loads(self._meta_text or "{}")
+            except ValueError:  # an entry written before whole-entry checksums, cut
+                meta = None
+            self._meta = meta if isinstance(meta, dict) else {"unreadable": True}
         return self._meta
 
     def to_text(self) -> str:
@@ -153,10 +185,8 @@ class CacheEntry:
         fp = self.fingerprint
         if self.code:
             fp += " " + json.dumps(self.code, sort_keys=True, separators=(",", ":"))
-        return (
-            f"#{checksum_of(self.result)}\n{fp}\n{self.version or ''}\n"
-            f"{usage}\n{self.result}\n{meta or '{}'}"
-        )
+        body = f"{fp}\n{self.version or ''}\n{usage}\n{self.result}\n{meta or '{}'}"
+        return f"#={checksum_of(body)}\n{body}"  # the checksum covers every line
 
     @classmethod
     def from_text(cls, text: str) -> CacheEntry:
@@ -166,6 +196,10 @@ class CacheEntry:
             if text.startswith("#"):
                 head, _, text = text.partition("\n")
                 checksum = head[1:]
+                if checksum.startswith("="):  # of the whole entry: header, result, metadata
+                    if checksum[1:] != checksum_of(text):
+                        return cls.damaged_entry()
+                    checksum = None
             fp, version, usage, result, meta = text.split("\n", 4)
             fp, _, code = fp.partition(" ")
             entry = cls(
@@ -194,7 +228,15 @@ class CacheEntry:
         checksum: str | None,
         code: str | None = None,
     ) -> CacheEntry:
-        """An entry from a database row; a damaged entry when it fails its checksum."""
+        """An entry from a database row; a damaged entry when it fails its checksum.
+
+        A checksum starting ``=`` covers every column (``row_checksum``); one without, written
+        before, the result only.
+        """
+        if checksum is not None and checksum.startswith("="):
+            if checksum != row_checksum(fingerprint, version, usage, result, meta, code):
+                return cls.damaged_entry()
+            checksum = None
         try:
             parsed = json.loads(usage) if usage else None
             reached = json.loads(code) if code else None

@@ -62,6 +62,20 @@ def _open_cache(directory: Path) -> diskcache.Cache:
     )
 
 
+def _texts(text: Any) -> list[Any]:
+    """A stored JSON list; an empty one when it is missing or cannot be read.
+
+    A cut entry of the kept ones is damaged: skipped, never a crash that blocks its address.
+    """
+    if not isinstance(text, str):
+        return []
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return []
+    return value if isinstance(value, list) else []
+
+
 class DiskStore:
     """The project store in one directory, over one diskcache ``Cache``."""
 
@@ -187,7 +201,10 @@ class DiskStore:
                         (*chunk, now),
                     ).fetchall()
                     for key, mode, filename, value in rows:
-                        out[key] = fetch(mode, filename, value, False)
+                        try:
+                            out[key] = fetch(mode, filename, value, False)
+                        except OSError:  # its value file is gone: a damaged entry
+                            out[key] = ""
             return out
         except (AttributeError, TypeError, sqlite3.OperationalError):
             out.clear()
@@ -211,17 +228,12 @@ class DiskStore:
         """
         keys = {f"q|{address}|{fp}": address for address, fp in wanted.items()}
         texts = self._get_many(list(keys))
-        return {keys[k]: [CacheEntry.from_text(t) for t in json.loads(v)] for k, v in texts.items()}
+        return {keys[k]: [CacheEntry.from_text(t) for t in _texts(v)] for k, v in texts.items()}
 
     def history(self, address: str) -> list[dict[str, Any]]:
         """The kept entries at ``address`` other than the current one, current longest ago first."""
         with self.cache.transact():
-            out = []
-            for key, fp in self._index(address):
-                entry = self._kept_entry(address, key, fp)
-                if entry is not None:
-                    out.append(entry.as_dict())
-            return out
+            return [entry.as_dict() for _, entry in self._readable(address)]
 
     def restore(self, address: str, index: int = -1) -> dict[str, Any]:
         """Make a kept entry current again (``history``'s numbering); the current one is kept.
@@ -230,7 +242,7 @@ class DiskStore:
             KeyError: the address has no history (or no entry at ``index``).
         """
         with self.cache.transact():
-            order = self._index(address)
+            order = self._readable(address)
             if not order:
                 msg = f"No history at address {address!r} in {self.path}; nothing to restore."
                 raise KeyError(msg)
@@ -239,7 +251,7 @@ class DiskStore:
             except IndexError:
                 msg = f"Address {address!r} has {len(order)} history entries; no {index}."
                 raise KeyError(msg) from None
-            text = self._promote(address, key, len(order) + 1)
+            text = self._promote(address, key, len(self._index(address)) + 1)
             assert text is not None
         return CacheEntry.from_text(text).as_dict()
 
@@ -255,9 +267,22 @@ class DiskStore:
 
     # kept entries (inside the caller's transaction) -------------------------------------
 
+    def _readable(self, address: str) -> list[tuple[str, CacheEntry]]:
+        """The kept entries that can be read, current longest ago first.
+
+        Damaged ones are skipped: history and restore number only these.
+        """
+        out = []
+        for key, fp in self._index(address):
+            entry = self._kept_entry(address, key, fp)
+            if entry is not None and not entry.damaged:
+                out.append((key, entry))
+        return out
+
     def _index(self, address: str) -> list[list[str]]:
-        text = self.cache.get("k|" + address)
-        return [] if text is None else list(json.loads(text))
+        """The address's kept entries as ``[key, fingerprint]`` pairs; [] when unreadable."""
+        index = _texts(self.cache.get("k|" + address))
+        return [p for p in index if isinstance(p, list) and len(p) == 2]
 
     def _set_index(self, address: str, index: list[list[str]]) -> None:
         if index:
@@ -266,8 +291,7 @@ class DiskStore:
             self.cache.delete("k|" + address)
 
     def _group(self, address: str, fp: str) -> list[str]:
-        text = self.cache.get(f"q|{address}|{fp}")
-        return [] if text is None else list(json.loads(text))
+        return [t for t in _texts(self.cache.get(f"q|{address}|{fp}")) if isinstance(t, str)]
 
     def _set_group(self, address: str, fp: str, texts: list[str]) -> None:
         if texts:

@@ -217,13 +217,17 @@ class PostgresStore:
         return out
 
     def history(self, address: str) -> list[dict[str, Any]]:
-        """The kept entries at ``address`` but the current one, current longest ago first."""
+        """The kept entries at ``address`` but the current one, current longest ago first.
+
+        Entries that cannot be read (damaged) are skipped.
+        """
         rows = (
             self._conn()
             .execute(f"SELECT {COLUMNS} FROM fxtr_kept WHERE address = %s ORDER BY seq", (address,))
             .fetchall()
         )
-        return [self._entry(row).as_dict() for row in rows]
+        kept = [self._entry(row) for row in rows]
+        return [entry.as_dict() for entry in kept if not entry.damaged]
 
     def restore(self, address: str, index: int = -1) -> dict[str, Any]:
         """Make a kept entry current again (``history``'s numbering); the current one is kept.
@@ -234,12 +238,12 @@ class PostgresStore:
         conn = self._conn()
         with conn.transaction():
             entries.lock_buckets(conn, [address])
-            keys = [
-                r[0]
-                for r in conn.execute(
-                    "SELECT key FROM fxtr_kept WHERE address = %s ORDER BY seq", (address,)
-                ).fetchall()
-            ]
+            rows = conn.execute(
+                f"SELECT key, {COLUMNS} FROM fxtr_kept WHERE address = %s ORDER BY seq",
+                (address,),
+            ).fetchall()
+            total = len(rows)
+            keys = [r[0] for r in rows if not self._entry(r[1:]).damaged]  # as history numbers
             if not keys:
                 msg = f"No history at address {address!r} in {self.path}; nothing to restore."
                 raise KeyError(msg)
@@ -248,7 +252,7 @@ class PostgresStore:
             except IndexError:
                 msg = f"Address {address!r} has {len(keys)} history entries; no {index}."
                 raise KeyError(msg) from None
-            entry = entries.make_current(conn, {address: key}, len(keys) + 1)[address]
+            entry = entries.make_current(conn, {address: key}, total + 1)[address]
         return entry.as_dict()
 
     def iter_entries(self) -> Iterator[tuple[str, CacheEntry]]:

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from fxtr.store._base import Batch, CacheEntry, checksum_of, entry_key
+from fxtr.store._base import Batch, CacheEntry, entry_key, row_checksum
 
 if TYPE_CHECKING:
     from fxtr.store._postgres import _Locked
@@ -157,12 +157,8 @@ def write_entries(conn: _Locked, batch: Batch) -> None:
 
 def columns_of(entry: CacheEntry) -> tuple[Any, ...]:
     """An entry's values in ``COLUMNS`` order."""
-    return (
-        entry.fingerprint,
-        entry.version,
-        json.dumps(entry.usage) if entry.usage else None,
-        entry.result,
-        json.dumps(entry.meta),
-        checksum_of(entry.result),
-        entry.code_text(),
-    )
+    usage = json.dumps(entry.usage) if entry.usage else None
+    meta = json.dumps(entry.meta)
+    code = entry.code_text()
+    checksum = row_checksum(entry.fingerprint, entry.version, usage, entry.result, meta, code)
+    return (entry.fingerprint, entry.version, usage, entry.result, meta, checksum, code)
