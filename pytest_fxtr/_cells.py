@@ -52,7 +52,21 @@ def evaluation_payload(ev: Eval, fail_under: float | None) -> dict[str, Any]:
         )
         payload["numeric"] = True
         return payload
-    partial, missing = job.partial_output, job.missing
+    payload.update(output_cells(job.partial_output, job.missing, job.invocations))
+    return payload
+
+
+def output_cells(partial: Any, missing: Any, invocations: list[Any]) -> dict[str, Any]:
+    """The cells of a job's output, with its dims and whether the scores are numbers.
+
+    Read from the job's (partial) output Array, the keys missing from it and its
+    invocations; the plugin's payload and ``fxtr resume``'s new evaluation share it.
+
+    Returns:
+        ``{"case_dims", "group_dims", "sample_dim", "cells", "numeric"}``, and ``judge`` (the
+        judge's audit, ``fxtr.evals._audit``) when the job graded with a gold set, judge
+        samples or pairs.
+    """
     out_dims = list(partial.dims)
     case_dims = [d for d in out_dims if d == CASE]
     group_dims = [d for d in out_dims if d not in (CASE, SAMPLE)]
@@ -79,17 +93,17 @@ def evaluation_payload(ev: Eval, fail_under: float | None) -> dict[str, Any]:
         any_value = any_value or not gone
         cell["values"].append(number)
     # a judge's gold cases belong to no cell (they carry none of the cells' keys)
-    graded = [inv for inv in job.invocations if inv.step != "fxtr.judge_gold"]
+    graded = [inv for inv in invocations if inv.step != "fxtr.judge_gold"]
     _attach_addresses(by_cell, graded, group_dims, case_dims)
-    _attach_judge(payload, job.invocations, group_dims)
-    payload.update(
-        case_dims=case_dims,
-        group_dims=group_dims,
-        sample_dim=sample,
-        cells=list(by_cell.values()),
-        numeric=any_numeric or not any_value,
-    )
-    return payload
+    out = {
+        "case_dims": case_dims,
+        "group_dims": group_dims,
+        "sample_dim": sample,
+        "cells": list(by_cell.values()),
+        "numeric": any_numeric or not any_value,
+    }
+    _attach_judge(out, invocations, group_dims)
+    return out
 
 
 def _attach_judge(payload: dict[str, Any], invocations: list[Any], group_dims: list[str]) -> None:

@@ -46,21 +46,44 @@ def request_for(model: Model, text: str, sample: int | None) -> ModelRequest:
     return ModelRequest(context=tuple(messages), sampling=sampling)
 
 
-async def call(model: Model, request: ModelRequest) -> ModelResponse:
-    """Call the model with retries.
+async def call(model: Model, request: ModelRequest, context: Any = None) -> ModelResponse:
+    """Call the model with retries (or through its provider's batch API, when batched).
 
     Raises:
         ModelCallError: the call still failed, so the invocation fails with its classified
             reason and nothing is cached.
     """
+    from fxtr.models._batch import settings_for
+
     api = model.api()
     try:
-        result = await generate_with_retries(api, request)
+        batching = settings_for(model.name, model.base_url, model.provider)
+        if batching is not None and context is not None:
+            result = await _batched(api, request, context, batching)
+        else:
+            result = await generate_with_retries(api, request)
     finally:
         await api.aclose()
     if isinstance(result, ModelCallFailure):
         raise ModelCallError(result)
     return result
+
+
+async def _batched(
+    api: Any, request: ModelRequest, context: StepContext, batching: Any
+) -> ModelResponse | ModelCallFailure:
+    """One single-turn call through the batch API; the batch id is kept in the store."""
+    from fxtr.experiment._executor import invocation_of
+    from fxtr.models._batch import batch_generate
+
+    run = getattr(context, "_run", None)
+    key = f"{context.address}|{invocation_of(context).fingerprint}|{api.model_name}"
+    try:
+        return await batch_generate(
+            api, request, key=key, settings=batching, store=getattr(run, "store", None)
+        )
+    except ModelCallError as exc:
+        return exc.failure
 
 
 @contextlib.contextmanager
@@ -105,7 +128,7 @@ async def _judged(
         )
         raise ValueError(msg)
     values = {"question": case.input, "answer": completion, "criterion": "".join(case.targets)}
-    reply = await ask_judge(scorer, case, values, judge_sample)
+    reply = await ask_judge(context, scorer, case, values, judge_sample)
     grade = _judge.read_grade(
         reply,
         grade_pattern=scorer.grade_pattern,
@@ -125,7 +148,11 @@ async def _judged(
 
 
 async def ask_judge(
-    scorer: Scorer, case: Case, values: dict[str, str], judge_sample: int | None
+    context: StepContext,
+    scorer: Scorer,
+    case: Case,
+    values: dict[str, str],
+    judge_sample: int | None,
 ) -> str:
     """Fill the judge's template with ``values`` and the case's metadata; the judge's reply.
 
@@ -150,6 +177,7 @@ async def ask_judge(
         )
         raise ValueError(msg) from None
     with judge_role():
-        return (await call(scorer.judge, request_for(scorer.judge, prompt, judge_sample))).text
+        request = request_for(scorer.judge, prompt, judge_sample)
+        return (await call(scorer.judge, request, context)).text
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fxtr.evals._calls import _judged, call, request_for
-
-__all__ = ["case_prompt", "evaluate", "generate", "request_for", "score"]
+from fxtr.agents._types import RUNNERS, Agent
+from fxtr.evals._calls import _judged as _judged  # re-exported: the agents' scorers use it
+from fxtr.evals._calls import call as call
+from fxtr.evals._calls import judge_role as judge_role
+from fxtr.evals._calls import request_for as request_for
 from fxtr.evals._cases import Case
 from fxtr.evals._judging import audited_scores
 from fxtr.evals._models import Model
@@ -58,7 +60,7 @@ def case_prompt(case: Case) -> str:
 @step(name="fxtr.generate")
 async def generate(context: StepContext, model: Model, case: Case) -> ModelResponse:
     """Ask ``model`` the case's input (as one user message, after its system prompt)."""
-    return await call(model, request_for(model, case_prompt(case), context.sample))
+    return await call(model, request_for(model, case_prompt(case), context.sample), context)
 
 
 @step(name="fxtr.score")
@@ -95,14 +97,20 @@ async def evaluate(
     case: Annotated[ArrayHandle[BoundID[Case]], "[case: str]"],
     scorer: ScalarHandle[BoundID[Scorer]],
     samples: int = 1,
+    agent: Agent | None = None,
 ) -> Annotated[ArrayHandle[Score], "[model: str, case: str, sample: int]"]:
     """Generate every (model, case, sample), then score each response.
 
     The generate step sees what the model is asked (each case's id, input and choices), so
-    editing a target or metadata re-grades the cached answers instead of asking again. A
-    judge with a gold set, ``judge_samples`` or ``pairwise`` is scheduled by
+    editing a target or metadata re-grades the cached answers instead of asking again.
+    With an ``agent`` (``fxtr.agents.Agent``), each (model, case, sample) runs the agent
+    loop instead, as the child workflow ``agent[...]``, and the scorer grades its trajectory.
+    A judge with a gold set, ``judge_samples`` or ``pairwise`` is scheduled by
     ``fxtr.evals._judging`` (DESIGN §15).
     """
+    if agent is not None:
+        run_agents: Any = RUNNERS["evaluate"]
+        return run_agents(context, agent, model, case, scorer, samples)  # type: ignore[no-any-return]
     asked = await _as_asked(context, case)
     responses = context.run_step(
         "generate",
@@ -113,7 +121,7 @@ async def evaluate(
     )
     ref = await scorer.item()
     spec = ref if isinstance(ref, Scorer) else await context.load(ref)
-    if isinstance(spec, AuditedScorer):
+    if isinstance(spec, AuditedScorer):  # a gold set, K verdicts or pairs (DESIGN §15)
         handles = (case, asked, responses)
         return await audited_scores(context, spec, handles, samples, (generate, score))
     return context.run_step(
