@@ -22,7 +22,7 @@ SAMPLE = "sample"
 
 
 def evaluation_payload(ev: Eval, fail_under: float | None) -> dict[str, Any]:
-    """The eval's cells (``docs/results.md``), built from its job once per process.
+    """The eval's cells (interfaces.md), built from its job once per process.
 
     Each cell is one case of one group: its per-sample numeric values (``None`` where a
     sample has no value), ``ok`` or ``missing``, and the addresses of the invocations
@@ -63,8 +63,9 @@ def output_cells(partial: Any, missing: Any, invocations: list[Any]) -> dict[str
     invocations; the plugin's payload and ``fxtr resume``'s new evaluation share it.
 
     Returns:
-        ``{"case_dims", "group_dims", "sample_dim", "cells", "numeric"}``, and ``"judge"``
-        (the judge's audit) when the job graded with an audited judge.
+        ``{"case_dims", "group_dims", "sample_dim", "cells", "numeric"}``, and ``judge`` (the
+        judge's audit, ``fxtr.evals._audit``) when the job graded with a gold set, judge
+        samples or pairs.
     """
     out_dims = list(partial.dims)
     case_dims = [d for d in out_dims if d == CASE]
@@ -94,15 +95,15 @@ def output_cells(partial: Any, missing: Any, invocations: list[Any]) -> dict[str
     # a judge's gold cases belong to no cell (they carry none of the cells' keys)
     graded = [inv for inv in invocations if inv.step != "fxtr.judge_gold"]
     _attach_addresses(by_cell, graded, group_dims, case_dims)
-    result: dict[str, Any] = {
+    out = {
         "case_dims": case_dims,
         "group_dims": group_dims,
         "sample_dim": sample,
         "cells": list(by_cell.values()),
         "numeric": any_numeric or not any_value,
     }
-    _attach_judge(result, invocations, group_dims)
-    return result
+    _attach_judge(out, invocations, group_dims)
+    return out
 
 
 def _attach_judge(payload: dict[str, Any], invocations: list[Any], group_dims: list[str]) -> None:

@@ -128,7 +128,7 @@ async def _judged(
         )
         raise ValueError(msg)
     values = {"question": case.input, "answer": completion, "criterion": "".join(case.targets)}
-    reply = await ask_judge(scorer, case, values, judge_sample, context)
+    reply = await ask_judge(context, scorer, case, values, judge_sample)
     grade = _judge.read_grade(
         reply,
         grade_pattern=scorer.grade_pattern,
@@ -148,16 +148,15 @@ async def _judged(
 
 
 async def ask_judge(
+    context: StepContext,
     scorer: Scorer,
     case: Case,
     values: dict[str, str],
     judge_sample: int | None,
-    context: StepContext | None = None,
 ) -> str:
     """Fill the judge's template with ``values`` and the case's metadata; the judge's reply.
 
-    The call is recorded with the role ``judge``; given the step's ``context``, a batched
-    judge model's call goes through its provider's batch API.
+    The call is recorded with the role ``judge``.
 
     Raises:
         ValueError: the template names a variable the case does not have.

@@ -5,8 +5,9 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fxtr.agents._types import RUNNERS, Agent
-from fxtr.evals._calls import _judged as _judged  # re-exported: fxtr.agents grades with it
+from fxtr.evals._calls import _judged as _judged  # re-exported: the agents' scorers use it
 from fxtr.evals._calls import call as call
+from fxtr.evals._calls import judge_role as judge_role
 from fxtr.evals._calls import request_for as request_for
 from fxtr.evals._cases import Case
 from fxtr.evals._judging import audited_scores
@@ -18,8 +19,6 @@ from fxtr.experiment.handles import ArrayHandle, ScalarHandle
 from fxtr.experiment.steps import StepContext, step
 from fxtr.experiment.workflows import WorkflowContext, workflow
 from fxtr.models import ModelResponse
-
-__all__ = ["case_prompt", "evaluate", "generate", "request_for", "score"]
 
 SINGLE_ANSWER_TEMPLATE = """
 Answer the following multiple choice question. The entire content of your response should be of the following format: 'ANSWER: $LETTER' (without quotes) where LETTER is one of {letters}.
@@ -103,11 +102,11 @@ async def evaluate(
     """Generate every (model, case, sample), then score each response.
 
     The generate step sees what the model is asked (each case's id, input and choices), so
-    editing a target or metadata re-grades the cached answers instead of asking again. A
-    judge with a gold set, ``judge_samples`` or ``pairwise`` is scheduled by
-    ``fxtr.evals._judging`` (DESIGN §15). With an ``agent`` (``fxtr.agents.Agent``), each
-    (model, case, sample) runs the agent loop instead, as the child workflow ``agent[...]``,
-    and the scorer grades its trajectory.
+    editing a target or metadata re-grades the cached answers instead of asking again.
+    With an ``agent`` (``fxtr.agents.Agent``), each (model, case, sample) runs the agent
+    loop instead, as the child workflow ``agent[...]``, and the scorer grades its trajectory.
+    A judge with a gold set, ``judge_samples`` or ``pairwise`` is scheduled by
+    ``fxtr.evals._judging`` (DESIGN §15).
     """
     if agent is not None:
         run_agents: Any = RUNNERS["evaluate"]
@@ -122,7 +121,7 @@ async def evaluate(
     )
     ref = await scorer.item()
     spec = ref if isinstance(ref, Scorer) else await context.load(ref)
-    if isinstance(spec, AuditedScorer):
+    if isinstance(spec, AuditedScorer):  # a gold set, K verdicts or pairs (DESIGN §15)
         handles = (case, asked, responses)
         return await audited_scores(context, spec, handles, samples, (generate, score))
     return context.run_step(

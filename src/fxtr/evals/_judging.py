@@ -160,7 +160,7 @@ async def pairwise_judge(
     criterion = "".join(case.targets) or "the answer that is more correct, complete and helpful"
     values = {"question": case.input, "answer_a": first, "answer_b": second,
               "criterion": criterion}
-    reply = await ask_judge(scorer, case, values, judge_sample, context)
+    reply = await ask_judge(context, scorer, case, values, judge_sample)
     found = re.search(scorer.grade_pattern, reply)
     grade = found.group(1).upper() if found else None
     if grade not in ("A", "B", "TIE"):
