@@ -36,6 +36,8 @@ class Settings:
     """A group regresses when its whole difference interval lies below ``-margin``."""
     markdown: Path | None = None
     """``--fxtr-markdown``: where to write the summary as Markdown."""
+    otel: bool = False
+    """``--fxtr-otel``: export each job as OpenTelemetry traces when the run ends."""
     here: Path = Path()
     """The invocation directory: relative paths given to options start here."""
 
@@ -153,6 +155,13 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="write the fxtr summary as Markdown (also to $GITHUB_STEP_SUMMARY when set)",
     )
+    group.addoption(
+        "--fxtr-otel",
+        action="store_true",
+        default=None,
+        help="export each job as OpenTelemetry traces (OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT; "
+        "needs fxtr[otel])",
+    )
     parser.addini("fxtr_resume", "resume the last job of each eval", type="bool", default=False)
     parser.addini("fxtr_cache_dir", "the fxtr store directory", default=None)
     parser.addini("fxtr_cache_conflict", "review or overwrite", default=None)
@@ -166,6 +175,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("fxtr_baseline", "job id, prefix, latest, or report JSON", default=None)
     parser.addini("fxtr_baseline_margin", "regression margin", default=None)
     parser.addini("fxtr_markdown", "Markdown summary path", default=None)
+    parser.addini("fxtr_otel", "export jobs as OpenTelemetry traces", type="bool", default=False)
 
 
 def _pick(config: pytest.Config, name: str) -> Any:
@@ -283,6 +293,9 @@ def resolve(config: pytest.Config) -> Settings:
     markdown = (invocation_dir / markdown_raw).resolve() if markdown_raw else None
     if markdown is not None:
         _writable_file(markdown, "--fxtr-markdown", problems)
+    otel = bool(_pick(config, "otel"))
+    if otel:
+        _check_otel(problems)
     if problems:
         raise pytest.UsageError("\n".join(problems))
     return Settings(
@@ -298,8 +311,25 @@ def resolve(config: pytest.Config) -> Settings:
         baseline=_pick(config, "baseline") or None,
         baseline_margin=margin or 0.0,
         markdown=markdown,
+        otel=otel,
         here=invocation_dir,
     )
+
+
+def _check_otel(problems: list[str]) -> None:
+    """``--fxtr-otel`` needs the SDK and its OTLP/HTTP exporter (the ``otel`` extra)."""
+    import importlib.util
+
+    for module in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            problems.append(
+                f"--fxtr-otel needs {module}, which is not installed: pip install 'fxtr[otel]'."
+            )
+            return
 
 
 def _positive(raw: Any, option: str, problems: list[str]) -> int:

@@ -37,6 +37,8 @@ class State:
     """The gated evaluations, one per eval (built at the end, on the controller)."""
     loop: Any = None
     """The event loop the run's jobs share (started with the first eval)."""
+    otel_warning: str | None = None
+    """Why the OpenTelemetry export (``--fxtr-otel``) stopped, shown once in the summary."""
 
 
 def _loop(state: State) -> Any:
@@ -301,6 +303,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if settings.report is not None:
         write_report(settings.report, report_json(state.jobs, state.evaluations))
     write_markdown(settings.markdown, state.jobs, state.evaluations)
+    if settings.otel:
+        state.otel_warning = _export_otel(store, list(state.jobs))
     _junit_properties(session.config, state)
     failed = [e for e in state.evaluations if not e["gate"]["passed"]]
     if failed and session.exitstatus == pytest.ExitCode.OK:
@@ -308,6 +312,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
     if failed and tr is not None:  # the final "N passed" line is not green then
         tr.stats.setdefault(GATE_FAILED, []).extend(_GateFailure(e["eval"]) for e in failed)
+
+
+def _export_otel(store: Any, job_ids: list[str]) -> str | None:
+    """Export the run's jobs (``--fxtr-otel``); the one warning when it could not, else None."""
+    try:
+        from fxtr.telemetry import export_jobs
+
+        outcome = export_jobs(store, job_ids)
+    except Exception as exc:  # the export never costs the run
+        return f"fxtr: warning: the OpenTelemetry export failed: {type(exc).__name__}: {exc}"
+    return None if outcome.ok else f"fxtr: warning: {outcome.error} The run is unaffected."
 
 
 GATE_FAILED = "fxtr gate failed"
@@ -349,4 +364,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from pytest_fxtr._summary import render
 
+    if state.otel_warning:
+        terminalreporter.write_line(state.otel_warning, yellow=True)
     render(terminalreporter, state.jobs, state.evaluations, config.getoption("verbose"))
