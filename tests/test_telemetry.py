@@ -100,7 +100,7 @@ def test_a_kit_job_is_a_trace_of_steps_model_calls_and_scores(tmp_path):
     chats = [s for s in spans if s.name.startswith("chat ")]
     assert len(chats) == 4  # 2 cases x 2 samples, one call per generate
     generate_ids = {
-        s.context.span_id for s in steps.values() if s.attributes["fxtr.step"] == "fxtr.generate"
+        s.context.span_id for s in steps.values() if s.name == "fxtr.generate"
     }
     record = open_store(str(tmp_path)).job_invocations(result.job_id)
     for chat in chats:
@@ -118,7 +118,7 @@ def test_a_kit_job_is_a_trace_of_steps_model_calls_and_scores(tmp_path):
         assert chat.attributes["gen_ai.usage.input_tokens"] == call["input_tokens"] > 0
         assert chat.attributes["gen_ai.usage.output_tokens"] == call["output_tokens"] > 0
         assert chat.start_time == int(call["started_at"] * 1e9)
-    events = {a: s.events for a, s in steps.items() if s.attributes["fxtr.step"] == "fxtr.score"}
+    events = {a: s.events for a, s in steps.items() if s.name == "fxtr.score"}
     assert len(events) == 4
     values = {}
     for address, (event,) in events.items():

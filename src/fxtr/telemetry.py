@@ -22,13 +22,15 @@ goes through ``fxtr.secrets.redact``). Needs the ``otel`` extra:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import gc
 import hashlib
 import json
 import logging
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 try:
@@ -49,7 +51,6 @@ from fxtr.report import load_job
 from fxtr.report._evals import evaluation_of
 from fxtr.secrets import redact
 from fxtr.store import Store
-from fxtr.tracing._jobgraph import address_segments, parent_address
 
 __all__ = [
     "CAPTURE_CONTENT_VARIABLE",
@@ -71,6 +72,7 @@ _TOOL = re.compile(r"tool\[\d+,\d+\]")
 _AGENT_WORKFLOWS = frozenset({"fxtr.agent"})
 _SAMPLED = TraceFlags(TraceFlags.SAMPLED)
 _ERROR_STATUSES = frozenset({"failed"})
+_UNSET = Status(StatusCode.UNSET)
 
 
 def capture_content() -> bool:
@@ -154,7 +156,7 @@ class _Builder:
                 attributes=attributes,
                 events=events,
                 kind=kind,
-                status=status or Status(StatusCode.UNSET),
+                status=status or _UNSET,
                 start_time=start,
                 end_time=end if end is not None else start,
                 instrumentation_scope=_SCOPE,
@@ -255,8 +257,9 @@ def _call_span(
         "gen_ai.usage.input_tokens": int(call.get("input_tokens") or 0),
         "gen_ai.usage.output_tokens": int(call.get("output_tokens") or 0),
         "fxtr.cached": cached,
-        "fxtr.status": str(call.get("status") or "succeeded"),
     }
+    if call.get("status") not in (None, "succeeded"):
+        attributes["fxtr.status"] = str(call["status"])
     stop = call.get("stop_reason")
     if stop:
         attributes["gen_ai.response.finish_reasons"] = [str(stop)]
@@ -365,10 +368,24 @@ def _tool_attributes(b: _Builder, inv: dict[str, Any]) -> tuple[str, dict[str, A
     return f"execute_tool {name}", attributes
 
 
-def _is_agent(workflow: dict[str, Any], children: list[dict[str, Any]]) -> bool:
+def _is_agent(workflow: dict[str, Any], children: list[tuple[dict[str, Any], str]]) -> bool:
     if workflow.get("workflow") in _AGENT_WORKFLOWS:
         return True
-    return any(_TURN.fullmatch(address_segments(c["address"])[-1]) for c in children)
+    return any(_TURN.fullmatch(last) for _, last in children)
+
+
+def _parent(address: str, known: set[str]) -> tuple[str | None, str]:
+    """The deepest workflow address above ``address``, and the segment below it.
+
+    A workflow's address ends with a whole segment, so a ``/`` inside a quoted map key never
+    cuts an address into a known one: trying each ``/`` from the right is exact, and fast.
+    """
+    i = address.rfind("/")
+    while i > 0:
+        if address[:i] in known:
+            return address[:i], address[i + 1 :]
+        i = address.rfind("/", 0, i)
+    return None, address
 
 
 def job_spans(
@@ -394,6 +411,25 @@ def job_spans(
     Raises:
         KeyError: the store has no such job.
     """
+    with _no_gc():
+        return _job_spans(store, job_id, capture, resource)
+
+
+@contextlib.contextmanager
+def _no_gc() -> Iterator[None]:
+    """No cyclic collection while thousands of spans are made (nothing here is a cycle)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _job_spans(
+    store: Store, job_id: str, capture: bool | None, resource: Resource | None
+) -> list[ReadableSpan]:
     view = load_job(store, job_id)
     record = view.record
     attempt = view.attempt
@@ -439,18 +475,22 @@ def job_spans(
     ]
     b.origins(job_id, cached)
 
-    children: dict[str, list[dict[str, Any]]] = {}
-    for inv in invocations:
-        children.setdefault(parent_address(inv["address"]), []).append(inv)
-    workflows = sorted(view.workflows, key=lambda w: len(address_segments(w["address"])))
     root = str(record.get("root") or record.get("workflow"))
-    contexts: dict[str, SpanContext] = {root: job_ctx}
-    agents: set[str] = set()
+    known = {root, *(wf["address"] for wf in view.workflows)}
+    placed: list[tuple[dict[str, Any], str | None, str]] = []
+    children: dict[str | None, list[tuple[dict[str, Any], str]]] = {}
+    for inv in invocations:
+        parent_key, last = _parent(inv["address"], known)
+        placed.append((inv, parent_key, last))
+        children.setdefault(parent_key, []).append((inv, last))
+    workflows = sorted(view.workflows, key=lambda w: len(w["address"]))
+    contexts: dict[str | None, SpanContext] = {root: job_ctx}
+    agents: set[str | None] = set()
     for wf in workflows:
         address = wf["address"]
         if address in contexts:
             continue
-        parent = contexts.get(parent_address(address), job_ctx)
+        parent = contexts.get(_parent(address, known)[0], job_ctx)
         ctx = contexts[address] = b.context()
         attributes: dict[str, Any] = {
             "fxtr.address": address,
@@ -463,7 +503,7 @@ def job_spans(
             agents.add(address)
             name = "invoke_agent"
             attributes["gen_ai.operation.name"] = "invoke_agent"
-            calls = [c for inv in mine for c in inv.get("model_calls") or ()]
+            calls = [c for inv, _ in mine for c in inv.get("model_calls") or ()]
             if calls:
                 attributes["gen_ai.request.model"] = str(calls[0].get("model"))
                 attributes["gen_ai.provider.name"] = str(calls[0].get("provider") or "unknown")
@@ -479,15 +519,13 @@ def job_spans(
         )
 
     bars = _bars(record)
-    for inv in invocations:
+    for inv, parent_key, last in placed:
         address = inv["address"]
-        parent_key = parent_address(address)
         parent = contexts.get(parent_key, job_ctx)
         cached_inv = bool(inv.get("from_cache"))
         status = str(inv.get("status"))
         attributes = {
             "fxtr.address": address,
-            "fxtr.step": str(inv.get("step")),
             "fxtr.status": status,
             "fxtr.cached": cached_inv,
         }
@@ -495,9 +533,9 @@ def job_spans(
             attributes["fxtr.reason"] = str(inv["reason"])
             attributes["error.type"] = str(inv.get("category") or inv["reason"])
         name = str(inv.get("step"))
-        if parent_key in agents and _TOOL.fullmatch(address_segments(address)[-1]):
+        if parent_key in agents and _TOOL.fullmatch(last):
             name, extra = _tool_attributes(b, inv)
-            attributes.update(extra)
+            attributes.update(extra, **{"fxtr.step": str(inv.get("step"))})
         start = _ns(inv.get("started_at")) or job_start
         end = _ns(inv.get("ended_at")) or start
         event = _score_event(b, inv, bars, end)
@@ -592,7 +630,8 @@ def export_jobs(
                 break
             for i in range(0, len(spans), BATCH):
                 try:
-                    result = target.export(spans[i : i + BATCH])
+                    with _no_gc():
+                        result = target.export(spans[i : i + BATCH])
                 except Exception as exc:
                     result = SpanExportResult.FAILURE
                     remember.messages.append(f"{type(exc).__name__}: {exc}")
