@@ -35,7 +35,7 @@ def _scratch(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize("page", PAGES + [ROOT / "README.md"], ids=lambda p: p.name)
+@pytest.mark.parametrize("page", [*PAGES, ROOT / "README.md"], ids=lambda p: p.name)
 def test_every_python_block_of_the_page_runs_offline(page, tmp_path):
     if not any(b.run for b in blocks(page)):
         pytest.skip(f"{page.name} has no Python block to run")

@@ -65,6 +65,7 @@ def pytest_options() -> list[dict[str, Any]]:
 
 
 def pytest_options_table() -> str:
+    """The options as a Markdown table (option, ini twin, help)."""
     lines = ["| option | ini | meaning |", "|---|---|---|"]
     for row in pytest_options():
         flag = f"`{row['option']}{' ' + row['metavar'] if row['metavar'] else ''}`"
@@ -75,6 +76,7 @@ def pytest_options_table() -> str:
 
 
 def api(module: str) -> str:
+    """The mkdocstrings directive for ``module``, or a note when it is not installed."""
     try:
         found = importlib.util.find_spec(module) is not None
     except ModuleNotFoundError:
