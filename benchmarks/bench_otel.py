@@ -65,6 +65,11 @@ def _grid_inputs() -> dict[str, Any]:
 
 
 def main() -> None:
+    started = time.perf_counter()
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: F401
+
+    imported = time.perf_counter() - started
+    print(f"importing the OTLP/HTTP exporter (once per process): {imported:.2f} s")
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     server.bytes = 0  # type: ignore[attr-defined]
     threading.Thread(target=server.serve_forever, daemon=True).start()
