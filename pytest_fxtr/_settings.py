@@ -40,6 +40,10 @@ class Settings:
     """``--fxtr-otel``: export each job as OpenTelemetry traces when the run ends."""
     here: Path = Path()
     """The invocation directory: relative paths given to options start here."""
+    cache_keep: int = 20
+    """``--fxtr-cache-keep``: entries each address keeps, one per fingerprint."""
+    explain_misses: bool = False
+    """``--fxtr-explain-misses``: say per step why the invocations that ran were not cached."""
 
     def _where(self) -> str:
         if isinstance(self.store, str):
@@ -59,6 +63,8 @@ class Settings:
             f"verify={'on' if self.verify else 'off'}",
             f"concurrency={self.concurrency}",
         ]
+        if self.cache_keep != 20:
+            parts.append(f"keep={self.cache_keep}")
         if self.resume:
             parts.append("resume=on")
         if self.fail_under is not None:
@@ -162,6 +168,22 @@ def add_options(parser: pytest.Parser) -> None:
         help="export each job as OpenTelemetry traces (OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT; "
         "needs fxtr[otel])",
     )
+    group.addoption(
+        "--fxtr-cache-keep",
+        default=None,
+        metavar="N",
+        help="entries each address keeps, one per fingerprint (default: 20); inputs that "
+        "match any of them are served from it",
+    )
+    group.addoption(
+        "--fxtr-explain-misses",
+        action="store_true",
+        default=None,
+        help="say per step how many invocations ran because their address was new and how "
+        "many because something changed, and what",
+    )
+    parser.addini("fxtr_cache_keep", "entries kept per address (default 20)", default=None)
+    parser.addini("fxtr_explain_misses", "explain cache misses", type="bool", default=False)
     parser.addini("fxtr_resume", "resume the last job of each eval", type="bool", default=False)
     parser.addini("fxtr_cache_dir", "the fxtr store directory", default=None)
     parser.addini("fxtr_cache_conflict", "review or overwrite", default=None)
@@ -258,6 +280,7 @@ def resolve(config: pytest.Config) -> Settings:
             f"{', '.join(CONFLICTS)}."
         )
     concurrency = _positive(_pick(config, "concurrency") or 32, "--fxtr-concurrency", problems)
+    cache_keep = _positive(_pick(config, "cache_keep") or 20, "--fxtr-cache-keep", problems)
     fail_under = _finite(_pick(config, "fail_under"), "--fxtr-fail-under", problems)
     samples_raw = _pick(config, "samples")
     samples = (
@@ -313,6 +336,8 @@ def resolve(config: pytest.Config) -> Settings:
         markdown=markdown,
         otel=otel,
         here=invocation_dir,
+        cache_keep=cache_keep,
+        explain_misses=bool(_pick(config, "explain_misses")),
     )
 
 

@@ -28,7 +28,17 @@ def job_summary(store: Any, job_id: str) -> dict[str, Any]:
         "invocations": invocations,
         "attempt": view.attempt,
         "cost": cost_of_invocations(invocations),
+        "agents": _agent_rows(store, invocations),
     }
+
+
+def _agent_rows(store: Any, invocations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model, the agent eval's trajectories (none for a job without agents)."""
+    if not any(inv.get("step") == "fxtr.agents.trajectory" for inv in invocations):
+        return []
+    from fxtr.agents._report import agent_rows
+
+    return agent_rows(store, invocations)
 
 
 def report_json(
@@ -287,6 +297,7 @@ def _job_block(tr: Any, job_id: str, info: dict[str, Any], verbose: int) -> None
         )
         headers = ["model", "calls", "in tokens", "out tokens", "cost", "saved by cache"]
         tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
+    _agents_block(tr, info.get("agents") or [])
     _failures_block(tr, invocations, verbose)
     damaged = attempt.get("damaged") or []
     if damaged:
@@ -304,6 +315,30 @@ def _job_block(tr: Any, job_id: str, info: dict[str, Any], verbose: int) -> None
         if verbose > 0:
             for inv in noticed[1:]:
                 tr.write_line(short(f"  {inv['address']}: {'; '.join(inv['warnings'])}", WIDTH))
+
+
+def _agents_block(tr: Any, rows: list[dict[str, Any]]) -> None:
+    """Agent evals: per model the mean turns and tool calls, tool errors, stops by kind."""
+    if not rows:
+        return
+    from tabulate import tabulate
+
+    from fxtr.agents._report import stops_text
+
+    table = [
+        [
+            short(r["model"], 30),
+            r["trajectories"],
+            f"{r['mean_turns']:.1f}",
+            f"{r['mean_tool_calls']:.1f}",
+            r["tool_errors"],
+            short(stops_text(r["stops"]), 40),
+        ]
+        for r in rows
+    ]
+    headers = ["agent model", "trajectories", "turns", "tool calls", "tool errors", "stops"]
+    tr.write_line("")
+    tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
 
 
 def _failures_block(tr: Any, invocations: list[dict[str, Any]], verbose: int) -> None:

@@ -52,6 +52,8 @@ STATIC = {
     "/index.html": ("index.html", "text/html; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
+    "/agents.js": ("agents.js", "text/javascript; charset=utf-8"),
+    "/agents.css": ("agents.css", "text/css; charset=utf-8"),
 }
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]"}
 HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::\d{1,5})?")
@@ -88,8 +90,9 @@ def invocation_rows(
     from fxtr.tracing._jobgraph import strip_keys
 
     rows = []
+    under = f"{op}/"  # a workflow's node (an agent's trajectories) holds the steps under it
     for address, inv in sorted(view.invocations.items()):
-        if op and strip_keys(address) != op:
+        if op and (key := strip_keys(address)) != op and not key.startswith(under):
             continue
         if status and inv["status"] != status:
             continue
@@ -106,6 +109,16 @@ def invocation_rows(
             }
         )
     return {"total": len(rows), "offset": offset, "items": rows[offset : offset + limit]}
+
+
+def with_trajectories(store: Store, detail: dict[str, Any], invocations: Any) -> dict[str, Any]:
+    """An agent eval's cell gains its trajectories (drawn by agents.js)."""
+    addresses = [inv["address"] for inv in detail.get("invocations") or []]
+    if any(inv.get("step") == "fxtr.agents.trajectory" for inv in detail["invocations"]):
+        from fxtr.agents._report import cell_trajectories
+
+        detail["trajectories"] = cell_trajectories(store, addresses, invocations)
+    return detail
 
 
 def int_param(query: dict[str, list[str]], name: str, default: int, maximum: int) -> int:
@@ -307,9 +320,10 @@ class Viewer:
             raise ValueError(msg)
         index = int_param(query, "index", 0, 10**9)
         invocations = self.view(job_id).invocations
-        return cell_detail(
+        detail = cell_detail(
             self.store, job_id, evaluation, index, invocations, table=self.table(job_id)
         )
+        return with_trajectories(self.store, detail, invocations)
 
     def compare(self, a: str, b: str, query: dict[str, list[str]]) -> dict[str, Any]:
         a_id, b_id = self.resolve(a), self.resolve(b)
@@ -525,6 +539,7 @@ def export_html(store: Store, job_id: str) -> str:
         matrix["job_id"] = job_id
         for i in range(len(evaluation["cells"])):
             cell = cell_detail(store, job_id, evaluation, i, view.invocations, table=table)
+            cell = with_trajectories(store, cell, view.invocations)
             details.append(
                 f'<script type="application/json" id="cell-{i}">{safe_json(cell)}</script>'
             )
@@ -537,8 +552,8 @@ def export_html(store: Store, job_id: str) -> str:
         "invocations": {job_id: rows},
         "index": {job_id: index},
     }
-    script = static_text("app.js")
-    style = static_text("app.css")
+    script = static_text("agents.js") + "\n" + static_text("app.js")
+    style = static_text("app.css") + "\n" + static_text("agents.css")
     script_hash = hashlib.sha256(script.encode()).digest()
     style_hash = hashlib.sha256(style.encode()).digest()
     import base64
@@ -551,6 +566,7 @@ def export_html(store: Store, job_id: str) -> str:
     body = static_text("index.html")
     head, _, tail = body.partition("<!--app-->")
     head = head.replace('<link rel="stylesheet" href="/app.css">', f"<style>{style}</style>")
+    head = head.replace('<link rel="stylesheet" href="/agents.css">', "")
     return (
         head.replace(
             "<head>", f'<head>\n<meta http-equiv="Content-Security-Policy" content="{csp}">', 1
@@ -558,5 +574,7 @@ def export_html(store: Store, job_id: str) -> str:
         + f'<script type="application/json" id="fxtr-data">{safe_json(data)}</script>\n'
         + "\n".join(details)
         + f"\n<script>{script}</script>"
-        + tail.replace('<script src="/app.js"></script>', "")
+        + tail.replace('<script src="/app.js"></script>', "").replace(
+            '<script src="/agents.js"></script>', ""
+        )
     )

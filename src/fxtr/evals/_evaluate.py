@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Annotated, Any
 
+from fxtr.agents._types import RUNNERS, Agent
 from fxtr.evals import _judge
 from fxtr.evals._cases import Case
 from fxtr.evals._models import Model
@@ -200,12 +201,18 @@ async def evaluate(
     case: Annotated[ArrayHandle[BoundID[Case]], "[case: str]"],
     scorer: ScalarHandle[BoundID[Scorer]],
     samples: int = 1,
+    agent: Agent | None = None,
 ) -> Annotated[ArrayHandle[Score], "[model: str, case: str, sample: int]"]:
     """Generate every (model, case, sample), then score each response.
 
     The generate step sees what the model is asked (each case's id, input and choices), so
     editing a target or metadata re-grades the cached answers instead of asking again.
+    With an ``agent`` (``fxtr.agents.Agent``), each (model, case, sample) runs the agent
+    loop instead, as the child workflow ``agent[...]``, and the scorer grades its trajectory.
     """
+    if agent is not None:
+        run_agents: Any = RUNNERS["evaluate"]
+        return run_agents(context, agent, model, case, scorer, samples)  # type: ignore[no-any-return]
     responses = context.run_step(
         "generate",
         generate,

@@ -209,6 +209,7 @@ def operation_graph(view: JobView) -> dict[str, Any]:
         if inv.get("reason"):
             n["reasons"][inv["reason"]] += 1
     edges = [e for e in edges if e["source"] in nodes]
+    edges = fold_trajectories(nodes, edges)
     _layout(nodes, edges)
     out = []
     for n in nodes.values():
@@ -219,6 +220,67 @@ def operation_graph(view: JobView) -> dict[str, Any]:
         "truncated": len(out) > MAX_GRAPH_NODES,
         "rollup": _rollup(out),
     }
+
+
+AGENT_WORKFLOW = "fxtr.agent"
+"""The agent loop's workflow: one trajectory per invocation (DESIGN §12)."""
+
+
+def fold_trajectories(
+    nodes: dict[str, dict[str, Any]], edges: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Draw an agent's trajectories as one node that holds its steps.
+
+    Its turns, tool calls and simulated-user replies fold into it, counted on its lines;
+    clicking it lists them.
+
+    Returns:
+        The edges, with those of the folded steps moved to the trajectory node.
+    """
+    agents = [k for k, n in nodes.items() if n["callee"] == AGENT_WORKFLOW]
+    if not agents:
+        return edges
+    moved: dict[str, str] = {}
+    for key in agents:
+        agent = nodes[key]
+        inside = [k for k in nodes if k.startswith(key + "/")]
+        by_name: Counter[str] = Counter()
+        steps: Counter[str] = Counter()
+        for k in inside:
+            n = nodes.pop(k)
+            moved[k] = key
+            by_name[k.rsplit("/", 1)[1]] += n["invocations"]
+            steps.update(n["counts"])
+            for field in ("ran", "cached", "input_tokens", "output_tokens", "cost_usd"):
+                agent[field] += n[field]
+            agent["reasons"].update(n["reasons"])
+        trajectories = agent["invocations"]
+        states = " · ".join(
+            f"{c} {'ok' if s == 'succeeded' else s.replace('_', ' ')}"
+            for s, c in sorted(steps.items())
+        )
+        agent["kind"] = "trajectory"
+        agent["steps"] = dict(by_name)
+        agent["lines"] = [
+            f"{trajectories} trajector{'y' if trajectories == 1 else 'ies'} · "
+            f"{by_name['turn']} turns",
+            f"{by_name['tool']} tool calls"
+            + (f" · {by_name['user']} user turns" if by_name["user"] else ""),
+            f"steps: {states or 'none'}",
+            f"{agent['ran']} ran · {agent['cached']} cached",
+        ]
+        tokens = agent["input_tokens"] + agent["output_tokens"]
+        if tokens:
+            agent["lines"].append(f"{tokens} tokens · ${agent['cost_usd']:.4f}")
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, str]] = set()
+    for e in edges:
+        source, target = moved.get(e["source"], e["source"]), moved.get(e["target"], e["target"])
+        if source == target or (source, target, e["param"]) in seen:
+            continue
+        seen.add((source, target, e["param"]))
+        out.append({**e, "source": source, "target": target})
+    return out
 
 
 def _rollup(nodes: list[dict[str, Any]]) -> dict[str, Any]:

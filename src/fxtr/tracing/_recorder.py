@@ -422,8 +422,9 @@ async def model_call(
         record.fail(exc)
         raise
     response = slot.response
+    code: dict[str, Any] = {"code": slot.code} if slot.code else {}
     if response is None:
-        record.succeed()
+        record.succeed(**code)
         return
     usage = response.usage
     record.succeed(
@@ -433,6 +434,7 @@ async def model_call(
         cost=response.cost,
         reply=response.text,
         stop_reason=response.stop_reason,
+        **code,
     )
 
 
