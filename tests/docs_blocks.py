@@ -12,6 +12,7 @@ import asyncio
 import dataclasses
 import inspect
 import sys
+import types
 from pathlib import Path
 
 NO_RUN = "<!-- fxtr: no-run -->"
@@ -49,7 +50,9 @@ def blocks(path: Path) -> list[Block]:
 
 def run_page(path: Path) -> int:
     """Run the page's blocks; the number run."""
-    namespace: dict[str, object] = {"__name__": "docs_" + path.stem.replace("-", "_")}
+    module = types.ModuleType("docs_" + path.stem.replace("-", "_"))
+    sys.modules[module.__name__] = module  # a real module: dataclasses and pickling find it
+    namespace = module.__dict__
     count = 0
     for block in blocks(path):
         if not block.run:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import gzip
 import http.server
-import importlib.util
 import json
 import logging
 import shutil
@@ -38,8 +37,9 @@ from fxtr import (
     step,
     workflow,
 )
+from fxtr.agents import Agent, tool, tool_call
 from fxtr.evals import Case, Model, evaluate, includes, register_mock, user_text
-from fxtr.models import ModelRequest, ToolCall, ToolResult, UserMessage
+from fxtr.models import ModelRequest, ToolCall, ToolMessage, ToolResult, UserMessage
 from fxtr.models._types import ContentText
 from fxtr.store import open_store
 from fxtr.telemetry import CAPTURE_CONTENT_VARIABLE, export_jobs
@@ -99,9 +99,7 @@ def test_a_kit_job_is_a_trace_of_steps_model_calls_and_scores(tmp_path):
         assert span.start_time <= span.end_time
     chats = [s for s in spans if s.name.startswith("chat ")]
     assert len(chats) == 4  # 2 cases x 2 samples, one call per generate
-    generate_ids = {
-        s.context.span_id for s in steps.values() if s.name == "fxtr.generate"
-    }
+    generate_ids = {s.context.span_id for s in steps.values() if s.name == "fxtr.generate"}
     record = open_store(str(tmp_path)).job_invocations(result.job_id)
     for chat in chats:
         assert chat.name == "chat otel-subject"
@@ -207,7 +205,7 @@ def test_a_failed_invocation_is_an_error_span_with_its_reason(tmp_path):
     assert ok.status.status_code is StatusCode.UNSET and "fxtr.reason" not in ok.attributes
 
 
-# --- an agent trajectory, in the shape fxtr.agents records (DESIGN §12) -------------------
+# --- an agent trajectory, recognised from the shape fxtr.agents records (DESIGN §12) --------
 
 BOT = register_mock("otel-bot", "Let me look that up.")
 
@@ -230,7 +228,7 @@ async def turn(context: StepContext, model: Model, question: str) -> str:
 
 
 @step(name="otel.tool")
-async def tool(context: StepContext, call: ToolCall) -> Outcome:
+async def tool_step(context: StepContext, call: ToolCall) -> Outcome:
     try:
         return Outcome(result=ToolResult(tool_call_id=call.id, content=lookup(**call.arguments)))
     except KeyError as exc:
@@ -245,7 +243,7 @@ async def agent(
     city = await case.item()
     context.run_step("turn[0]", turn, {"model": model, "question": case})
     call = ToolCall(id="call_0_0", name="lookup", arguments={"city": city})
-    return context.run_step("tool[0,0]", tool, {"call": Array.scalar(call, ToolCall)})
+    return context.run_step("tool[0,0]", tool_step, {"call": Array.scalar(call, ToolCall)})
 
 
 @workflow(name="otel.agents")
@@ -259,10 +257,6 @@ async def agents(
     )
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("fxtr.agents") is None,
-    reason="the engine takes indexed names (turn[0]) with fxtr.agents (DESIGN §12)",
-)
 def test_agent_trajectories_are_invoke_agent_spans_with_chat_and_execute_tool(
     tmp_path, monkeypatch
 ):
@@ -490,3 +484,53 @@ def test_the_ini_twin_turns_the_export_on(project, receiver, monkeypatch):
     project.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\nfxtr_otel = true\n")
     project.runpytest("evals/", "-p", "no:cacheprovider", "-k", "france").assert_outcomes(passed=2)
     assert any(s["name"].startswith("job ") for s in _decoded(receiver.requests))
+
+
+@tool
+def add(a: float, b: float) -> float:
+    """Add two numbers."""
+    return a + b
+
+
+def _calculator(request):  # call add, then answer with its result
+    if isinstance(request.context[-1], ToolMessage):
+        return "It is " + request.context[-1].results[0].content
+    a, b = map(float, user_text(request).split("+"))
+    return tool_call("add", a=a, b=b)
+
+
+CALC = register_mock("otel-calc", _calculator)
+
+
+def test_a_real_agent_eval_exports_its_trajectories(tmp_path):
+    model = CALC
+    cases = [Case(id="small", input="2+3", target="5"), Case(id="big", input="40+2", target="42")]
+    inputs = {
+        "model": Array.from_mapping({model.name: model}, dims=["model"], value_type=Model),
+        "case": Array.from_mapping({c.id: c for c in cases}, dims=["case"], value_type=Case),
+        "scorer": includes(),
+        "agent": Agent(tools=(add,)),
+    }
+    result = run(evaluate, inputs, store=str(tmp_path))
+    assert result.status == "succeeded"
+    spans = _spans(str(tmp_path), result.job_id)
+    by_id = {s.context.span_id: s for s in spans}
+    trajectories = [s for s in spans if s.name == "invoke_agent"]
+    assert len(trajectories) == 2
+    assert {t.attributes["fxtr.workflow"] for t in trajectories} == {"fxtr.agent"}
+    assert {t.attributes["gen_ai.request.model"] for t in trajectories} == {"otel-calc"}
+    tools = [s for s in spans if s.name.startswith("execute_tool")]
+    assert [s.name for s in tools] == ["execute_tool add"] * 2
+    for span in tools:
+        assert span.attributes["gen_ai.tool.name"] == "add"
+        assert span.attributes["gen_ai.tool.call.id"]
+        assert by_id[span.parent.span_id].name == "invoke_agent"
+    chats = [s for s in spans if s.name == "chat otel-calc"]
+    assert len(chats) == 4  # two turns per trajectory: the call, then the answer
+    for chat in chats:
+        turn_span = by_id[chat.parent.span_id]
+        assert turn_span.attributes["fxtr.address"].rsplit("/", 1)[1] in ("turn[0]", "turn[1]")
+        assert by_id[turn_span.parent.span_id].name == "invoke_agent"
+    events = [e for s in spans for e in s.events]
+    assert [e.attributes["gen_ai.evaluation.score.value"] for e in events] == [1.0, 1.0]
+    assert {e.attributes["gen_ai.evaluation.name"] for e in events} == {"includes"}
