@@ -121,52 +121,14 @@ def describe(group: dict[str, Any]) -> str:
 
 
 def cost_rows(invocations: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Calls, tokens and dollars per model for this attempt, the judge labelled as judge.
+    """Calls, tokens and dollars per model and role for this attempt (one row for each).
 
-    A model whose price is unknown has ``usd`` ``None`` (shown ``n/a``).
+    A model that was the subject and a judge has two rows (``fxtr.report``'s
+    ``cost_rows``); a row whose price is unknown has ``usd`` ``None`` (shown ``n/a``).
     """
-    rows: dict[str, dict[str, Any]] = {}
-    for inv in invocations:
-        roles: dict[str, set[str]] = defaultdict(set)
-        for call in inv.get("model_calls") or []:
-            roles[call.get("model")].add(call.get("role") or "subject")
-        by_role = inv.get("cost_by_role") or {}
-        if not roles and len(by_role) == 1:  # served from the cache: no call details
-            for model in inv.get("cost_by_model") or {}:
-                roles[model].update(by_role)
-        for model, use in (inv.get("cost_by_model") or {}).items():
-            row = rows.setdefault(
-                model,
-                {
-                    "model": model,
-                    "roles": set(),
-                    "calls": 0,
-                    "input_tokens": 0,
-                    "output_tokens": 0,
-                    "usd": 0.0,
-                    "saved_usd": 0.0,
-                    "priced": True,
-                },
-            )
-            row["roles"] |= roles.get(model) or {"subject"}
-            if use.get("calls") and use.get("usd") is None:
-                row["priced"] = False
-            if inv.get("from_cache"):
-                row["saved_usd"] += use.get("usd") or 0.0
-                continue
-            row["calls"] += use.get("calls", 0)
-            row["input_tokens"] += use.get("input_tokens", 0)
-            row["output_tokens"] += use.get("output_tokens", 0)
-            row["usd"] += use.get("usd") or 0.0
-    for row in rows.values():
-        if not row["priced"]:
-            row["usd"] = row["saved_usd"] = None
-        row["role"] = (
-            "judge"
-            if row["roles"] == {"judge"}
-            else ("subject, judge" if len(row["roles"]) > 1 else "subject")
-        )
-    return sorted(rows.values(), key=lambda r: (r["role"] != "subject", r["model"]))
+    from fxtr.report._views import cost_rows as rows_of
+
+    return rows_of(invocations)
 
 
 def cost_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -180,7 +142,7 @@ def cost_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "output_tokens": sum(r["output_tokens"] for r in rows),
         "usd": sum(r["usd"] for r in priced) if priced else None,
         "saved_usd": sum(r["saved_usd"] for r in priced) if priced else None,
-        "unpriced": sum(1 for r in rows if r["usd"] is None),
+        "unpriced": sum(r["unpriced_calls"] for r in rows),
     }
 
 
@@ -307,14 +269,50 @@ def _job_block(tr: Any, job_id: str, info: dict[str, Any], verbose: int) -> None
             "read, and were recomputed; e.g."
         )
         tr.write_line(short(f"  {damaged[0]}", WIDTH))
+    for line in hermeticity_lines(invocations, verbose):
+        tr.write_line(line)
+
+
+def hermeticity_lines(invocations: list[dict[str, Any]], verbose: int) -> list[str]:
+    """The summary's lines on invocations that touched local state.
+
+    The first notice in full, wrapped (never cut) to the summary's width; with ``-v`` every
+    invocation and every notice.
+    """
+    import textwrap
+
     noticed = [i for i in invocations if i.get("warnings")]
-    if noticed:
-        tr.write_line("")
-        tr.write_line(f"hermeticity: {len(noticed)} invocation(s) touched local state; e.g.")
-        tr.write_line(short(f"  {noticed[0]['address']}: {noticed[0]['warnings'][0]}", WIDTH))
-        if verbose > 0:
-            for inv in noticed[1:]:
-                tr.write_line(short(f"  {inv['address']}: {'; '.join(inv['warnings'])}", WIDTH))
+    if not noticed:
+        return []
+    lines = ["", f"hermeticity: {len(noticed)} invocation(s) touched local state"]
+    if verbose > 0:
+        shown = [(inv["address"], inv["warnings"]) for inv in noticed]
+    else:
+        first = noticed[0]
+        shown = [(first["address"], first["warnings"][:1])]
+        lines[-1] += "; e.g. (-v lists all)"
+    for address, notices in shown:
+        lines.extend(
+            textwrap.wrap(
+                address,
+                WIDTH - 2,
+                initial_indent="  ",
+                subsequent_indent="    ",
+                break_on_hyphens=False,
+            )
+            or ["  "]
+        )
+        for notice in notices:
+            lines.extend(
+                textwrap.wrap(
+                    notice,
+                    WIDTH - 4,
+                    initial_indent="    ",
+                    subsequent_indent="      ",
+                    break_on_hyphens=False,
+                )
+            )
+    return lines
 
 
 def _agents_block(tr: Any, rows: list[dict[str, Any]]) -> None:

@@ -336,7 +336,15 @@ class Viewer:
         if not 0 <= margin < float("inf"):
             msg = f"margin must be a finite number of at least 0, got {raw!r}."
             raise ValueError(msg)
-        groups = compare_evaluations(self.evaluation(a_id), self.evaluation(b_id), margin=margin)
+        a_eval, b_eval = self.evaluation(a_id), self.evaluation(b_id)
+        if a_eval.get("eval") != b_eval.get("eval") and not _one(query, "any_eval"):
+            msg = (
+                f"Job {a_id} is of eval {a_eval.get('eval')} and job {b_id} of eval "
+                f"{b_eval.get('eval')}: compare two jobs of one eval, or add ?any_eval=1 to "
+                "pair their cases by key all the same."
+            )
+            raise ValueError(msg)
+        groups = compare_evaluations(a_eval, b_eval, margin=margin)
         for row in groups:
             to_fail, to_pass = flipped_of(row)
             row["flipped"] = {"to_fail": to_fail, "to_pass": to_pass}

@@ -249,7 +249,10 @@ async def _attempt(
         prior_ops = None
     else:
         attempt = len(record["attempts"]) + 1
+        from fxtr.report._names import process_identity  # who runs it: see `interrupted`
+
         info = {"attempt": attempt, "started_at": time.time(), "status": "running"}
+        info.update(process_identity())
         if run_tag is not None:
             info["run"] = run_tag
         record["attempts"].append(info)

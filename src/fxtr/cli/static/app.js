@@ -132,7 +132,7 @@
   // jobs page ------------------------------------------------------------------------
   function jobsPage() {
     api("/api/jobs").then(function (jobs) {
-      var status = el("select", { id: "filter-status" }, ["", "succeeded", "failed", "needs_review", "error", "running", "damaged"].map(function (s) {
+      var status = el("select", { id: "filter-status" }, ["", "succeeded", "failed", "needs_review", "error", "running", "interrupted", "damaged"].map(function (s) {
         return el("option", { value: s, text: s || "any status" });
       }));
       var workflow = el("input", { id: "filter-workflow", placeholder: "workflow or eval" });
