@@ -118,6 +118,10 @@ class ModelAPI:
             if api_key is not None
             else (os.environ.get(self.env_key) if self.env_key else None)
         )
+        if api_key is not None:  # a key not from the environment: redacted from all we write
+            from fxtr.secrets import register
+
+            register(api_key)
         self._client = http_client or httpx.AsyncClient(timeout=timeout)
         self._owns_client = http_client is None
         self._limit = asyncio.Semaphore(max_concurrency)
