@@ -159,9 +159,17 @@ def _model_label(row: dict[str, Any]) -> str:
 
 
 def render(
-    tr: Any, jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]], verbose: int
+    tr: Any,
+    jobs: dict[str, dict[str, Any]],
+    evaluations: list[dict[str, Any]],
+    verbose: int,
+    *,
+    budget: Any = None,
 ) -> None:
-    """Write the ``fxtr summary`` section; failed gates and regressions come last."""
+    """Write the ``fxtr summary`` section; failed gates and regressions come last.
+
+    With ``--fxtr-max-cost``, the last line says when the budget was reached.
+    """
     by_job = {e["job_id"]: e for e in evaluations if e.get("job_id")}
     tr.section("fxtr summary", sep="=")
     for job_id, info in jobs.items():
@@ -179,6 +187,23 @@ def render(
                 tr.write_line(f"fxtr: {evaluation['eval']}: {note}")
     for line in failure_lines(evaluations):
         tr.write_line(line, red=True, bold=True)
+    _cost_controls(tr, jobs, budget)
+
+
+def _cost_controls(tr: Any, jobs: dict[str, dict[str, Any]], budget: Any) -> None:
+    """The limits that adapted to rate limits, and the budget's line (the last one)."""
+    final: dict[str, dict[str, Any]] = {}
+    for info in jobs.values():
+        final.update((info.get("record") or {}).get("limiters") or {})
+    for key, lim in sorted(final.items()):
+        if any(h["limit"] != lim["start"] for h in lim.get("history", ())):
+            server, _, model = key.rpartition("#")
+            tr.write_line(
+                f"concurrency of {model} at {server}: {lim['limit']} at the end "
+                f"(started at {lim['start']}; {lim.get('rate_limited', 0)} rate-limited)"
+            )
+    if budget is not None and budget.reached:
+        tr.write_line(f"budget reached: ${budget.spent:.4f} of ${budget.limit:g}", red=True)
 
 
 def _one_line(job_id: str, info: dict[str, Any], evaluation: dict[str, Any] | None) -> str:
