@@ -36,6 +36,8 @@ class Settings:
     """A group regresses when its whole difference interval lies below ``-margin``."""
     markdown: Path | None = None
     """``--fxtr-markdown``: where to write the summary as Markdown."""
+    otel: bool = False
+    """``--fxtr-otel``: export each job as OpenTelemetry traces when the run ends."""
     here: Path = Path()
     """The invocation directory: relative paths given to options start here."""
     dry_run: bool = False
@@ -176,6 +178,13 @@ def add_options(parser: pytest.Parser) -> None:
         help="write the fxtr summary as Markdown (also to $GITHUB_STEP_SUMMARY when set)",
     )
     group.addoption(
+        "--fxtr-otel",
+        action="store_true",
+        default=None,
+        help="export each job as OpenTelemetry traces (OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT; "
+        "needs fxtr[otel])",
+    )
+    group.addoption(
         "--fxtr-dry-run",
         action="store_true",
         default=None,
@@ -240,6 +249,7 @@ def add_options(parser: pytest.Parser) -> None:
     parser.addini("fxtr_baseline", "job id, prefix, latest, or report JSON", default=None)
     parser.addini("fxtr_baseline_margin", "regression margin", default=None)
     parser.addini("fxtr_markdown", "Markdown summary path", default=None)
+    parser.addini("fxtr_otel", "export jobs as OpenTelemetry traces", type="bool", default=False)
 
 
 def _pick(config: pytest.Config, name: str) -> Any:
@@ -358,6 +368,9 @@ def resolve(config: pytest.Config) -> Settings:
     markdown = (invocation_dir / markdown_raw).resolve() if markdown_raw else None
     if markdown is not None:
         _writable_file(markdown, "--fxtr-markdown", problems)
+    otel = bool(_pick(config, "otel"))
+    if otel:
+        _check_otel(problems)
     max_cost = _finite(_pick(config, "max_cost"), "--fxtr-max-cost", problems)
     if max_cost is not None and max_cost < 0:
         problems.append(
@@ -388,6 +401,7 @@ def resolve(config: pytest.Config) -> Settings:
         baseline=_pick(config, "baseline") or None,
         baseline_margin=margin or 0.0,
         markdown=markdown,
+        otel=otel,
         here=invocation_dir,
         dry_run=bool(_pick(config, "dry_run")),
         max_cost=max_cost,
@@ -397,6 +411,22 @@ def resolve(config: pytest.Config) -> Settings:
         cache_keep=cache_keep,
         explain_misses=bool(_pick(config, "explain_misses")),
     )
+
+
+def _check_otel(problems: list[str]) -> None:
+    """``--fxtr-otel`` needs the SDK and its OTLP/HTTP exporter (the ``otel`` extra)."""
+    import importlib.util
+
+    for module in ("opentelemetry.sdk", "opentelemetry.exporter.otlp.proto.http"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ModuleNotFoundError:
+            found = False
+        if not found:
+            problems.append(
+                f"--fxtr-otel needs {module}, which is not installed: pip install 'fxtr[otel]'."
+            )
+            return
 
 
 def _positive(raw: Any, option: str, problems: list[str]) -> int:

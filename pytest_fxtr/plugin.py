@@ -37,6 +37,8 @@ class State:
     """The gated evaluations, one per eval (built at the end, on the controller)."""
     loop: Any = None
     """The event loop the run's jobs share (started with the first eval)."""
+    otel_warning: str | None = None
+    """Why the OpenTelemetry export (``--fxtr-otel``) stopped, shown once in the summary."""
     dry_plans: list[Any] = dataclasses.field(default_factory=list)
     """``--fxtr-dry-run``: each eval's plan and forecast."""
     budget: Any = None
@@ -448,6 +450,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if settings.report is not None:
         write_report(settings.report, report_json(state.jobs, state.evaluations))
     write_markdown(settings.markdown, state.jobs, state.evaluations)
+    if settings.otel and state.jobs:
+        state.otel_warning = _export_otel(store, list(state.jobs))
     _junit_properties(session.config, state)
     failed = [e for e in state.evaluations if not e["gate"]["passed"]]
     if state.budget is not None and state.budget.reached:
@@ -459,6 +463,17 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         missed = [f for e in failed for f in failed_gates(e)]
         key = GATE_FAILED if len(missed) == 1 else GATES_FAILED
         tr.stats.setdefault(key, []).extend(missed)
+
+
+def _export_otel(store: Any, job_ids: list[str]) -> str | None:
+    """Export the run's jobs (``--fxtr-otel``); the one warning when it could not, else None."""
+    try:
+        from fxtr.telemetry import export_jobs
+
+        outcome = export_jobs(store, job_ids)
+    except Exception as exc:  # the export never costs the run
+        return f"fxtr: warning: the OpenTelemetry export failed: {type(exc).__name__}: {exc}"
+    return None if outcome.ok else f"fxtr: warning: {outcome.error} The run is unaffected."
 
 
 GATE_FAILED = "fxtr gate failed"
@@ -518,6 +533,8 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     from pytest_fxtr._summary import render
 
     reporter = _Redacting(terminalreporter)
+    if state.otel_warning:
+        reporter.write_line(state.otel_warning, yellow=True)
     # the misses come first: the summary's last line (a gate, a regression, a budget) stays last
     if state.settings.explain_misses:
         from fxtr.experiment._why import miss_lines

@@ -433,6 +433,7 @@ async def model_call(
         cached_input_tokens=usage.cached_input_tokens,
         cost=response.cost,
         reply=response.text,
+        stop_reason=response.stop_reason,
         **code,
     )
 
