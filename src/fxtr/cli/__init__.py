@@ -18,7 +18,7 @@ from typing import Any
 
 from fxtr.report import format_usd
 from fxtr.report._redaction import RedactingStream, redacted_json
-from fxtr.store import Store, is_url, open_store
+from fxtr.store import Store, StoreError, is_url, open_store
 
 __all__ = ["main"]
 
@@ -47,7 +47,7 @@ def _store(args: argparse.Namespace) -> Store:
     if is_url(raw):
         try:
             opened: Store = open_store(raw)
-        except ImportError as exc:
+        except (ImportError, StoreError) as exc:  # their words name the URL and the fix
             raise CommandError(str(exc)) from None
         except Exception as exc:  # the server refused or is not there
             from fxtr.store._postgres import redacted
@@ -135,7 +135,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     store = _store(args)
     records = newest_first(list(job_records(store)))
     rows: list[dict[str, Any]] = []
-    damaged = 0
+    damaged: list[str] = []
     for record in records:
         if args.status and attempt_status(record) != args.status:
             continue
@@ -143,13 +143,18 @@ def cmd_jobs(args: argparse.Namespace) -> int:
             continue
         try:
             rows.append(job_row(load_job(store, record["job_id"])))
-        except (KeyError, ValueError, TypeError):  # a damaged record: list the others
-            damaged += 1
+        except (KeyError, ValueError, TypeError) as exc:  # a damaged record: list the others
+            damaged.append(f"  {record['job_id']}: {type(exc).__name__}: {exc}")
             continue
         if args.limit and len(rows) >= args.limit:
             break
     if damaged:
-        print(f"fxtr: skipped {damaged} damaged job record(s) in {store.path}", file=sys.stderr)
+        lines = [
+            f"fxtr: skipped {len(damaged)} damaged job record(s) in {store.path} (the others "
+            "are listed; restore the store from a backup to read them):",
+            *damaged,
+        ]
+        print("\n".join(lines), file=sys.stderr)
     if args.json:
         _print_json(rows)
         return 0
@@ -665,6 +670,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--output", help="the file --export writes")
     p.set_defaults(run=cmd_view)
+
+    from fxtr.cli._calibrate import add_parser as add_calibrate  # DESIGN §15's A/A control
+    add_calibrate(sub, common, (_store, _job_id, _print_json, CommandError))
     return parser
 
 
