@@ -188,3 +188,16 @@ def test_help_has_no_markup_and_the_history_hint_is_true(pytester, monkeypatch):
     assert len(addresses) == 20 and "test_m::test_m/score[model=a,case=c00]" in addresses
     history = fxtr(pytester.path, "cache", "history", addresses[0])
     assert history.returncode == 0, history.stderr
+
+
+def test_jobs_fits_100_columns_and_names_the_eval_first(pytester, monkeypatch):
+    """A long eval name is cut at its start, so `fxtr jobs` stays within 100 columns; the
+    job is listed by its eval, not by its workflow; --wide keeps every column."""
+    name = "test_" + "a_rather_long_module_name_" * 3 + "end"
+    _, job = run_eval(pytester, monkeypatch, scores_of([1.0] * 10, [1.0] * 10), name=name)
+    listed = fxtr(pytester.path, "jobs").stdout.splitlines()
+    assert max(len(line) for line in listed) <= 100, "\n".join(listed)
+    (row,) = [line for line in listed if line.startswith(job["job_id"])]
+    assert "long_module_name_end  " in row and "…" in row and "m.evaluate" not in row
+    wide = fxtr(pytester.path, "jobs", "--wide").stdout
+    assert f"{name}.py::{name}" in wide and "m.evaluate" in wide and "attempts" in wide

@@ -209,13 +209,14 @@ def jobs_table(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
         [_cell(r["eval"] or r["workflow"]) if k == "name" else text(r, k) for k in keys]
         for r in rows
     ]
-    widths = [max(len(h), *(len(line[i]) for line in table)) for i, h in enumerate(keys)]
+    headers = ["job", "eval or workflow", "status", "gate", "cost"]
+    # tabulate's simple format: a column is as wide as its widest cell, or its header + 2
+    widths = [max(len(h) + 2, *(len(line[i]) for line in table)) for i, h in enumerate(headers)]
     room = JOBS_WIDTH - sum(w for i, w in enumerate(widths) if i != 1) - 2 * (len(keys) - 1)
-    room = max(room, 12)
+    room = max(room, len(headers[1]) + 2)
     for line in table:
         if len(line[1]) > room:
             line[1] = "…" + line[1][-(room - 1) :]
-    headers = ["job", "eval or workflow", "status", "gate", "cost"]
     return str(tabulate(table, headers=headers, disable_numparse=True))
 
 
