@@ -125,7 +125,7 @@ class Run:
         self.attempt = attempt
         self.mode = mode
         self.conflict = conflict
-        self.prior = prior or {}
+        self.prior = prior if prior is not None else {}
         self.expected_ops = expected_ops or {}
         self.holder = holder
         self.lease = lease

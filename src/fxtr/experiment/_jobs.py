@@ -21,7 +21,7 @@ from fxtr.experiment._engine import Node, Run
 from fxtr.experiment._entity import BoundID, Entity
 from fxtr.experiment._handle import make_handle
 from fxtr.experiment._hermetic import install as install_hermetic
-from fxtr.experiment._records import Invocation, WorkflowRun
+from fxtr.experiment._records import Invocation, StoredRecords, WorkflowRun
 from fxtr.experiment._types import bound_target, check_value, is_entity_type, type_name
 from fxtr.experiment.errors import SignatureError
 from fxtr.store import Store, open_store
@@ -223,7 +223,7 @@ async def _attempt(
     record: dict[str, Any],
     inputs: Mapping[str, Any],
     *,
-    prior: dict[str, Invocation],
+    prior: Mapping[str, Invocation],
     prior_ops: dict[str, list[dict[str, Any]]] | None,
     conflict: str,
     verify: bool,
@@ -475,7 +475,8 @@ async def resume(
         )
         raise ValueError(msg)
     inputs = {k: decode_text(v) for k, v in record.get("inputs", {}).items()}
-    prior = {a: Invocation.from_json(r) for a, r in st.job_invocations(job_id).items()}
+    # read a chunk at a time as the stream reaches it: work starts after one chunk's read
+    prior = StoredRecords(st, job_id)
     last = len(record["attempts"])
     prior_ops = st.get_ops(job_id, last) if last else None
     return await _attempt(
@@ -515,7 +516,7 @@ async def verify(
     inputs = {k: decode_text(v) for k, v in record.get("inputs", {}).items()}
     attempt = len(record["attempts"])
     ops = st.get_ops(job_id, attempt) or {}
-    prior = {a: Invocation.from_json(r) for a, r in st.job_invocations(job_id).items()}
+    prior = StoredRecords(st, job_id)
     replay = Run(
         store=st, job_id=job_id, attempt=attempt, mode="verify", prior=prior, expected_ops=ops
     )

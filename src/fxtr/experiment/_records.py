@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from fxtr.store import Store
 
 InvocationStatus = Literal["succeeded", "failed", "skipped", "needs_review"]
 
@@ -84,7 +88,7 @@ class Invocation:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Invocation:
         """Rebuild a record written by ``to_json``."""
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = _INVOCATION_FIELDS
         return cls(**{k: v for k, v in data.items() if k in names})
 
     def report(self) -> dict[str, Any]:
@@ -116,6 +120,45 @@ def _compile_to_json() -> Any:
 
 
 _to_json = _compile_to_json()
+_INVOCATION_FIELDS = frozenset(f.name for f in dataclasses.fields(Invocation))
+
+
+class StoredRecords(Mapping[str, Invocation]):
+    """A job's invocation records in the store, read a chunk of addresses at a time.
+
+    What a resume (or ``verify``) replays against: the runner calls ``load`` with the
+    addresses of the chunk of invocations it is about to resolve and ``forget`` once they
+    are resolved, so the records of a 200,000-invocation job are never all in memory, and
+    work starts after one read of one chunk. A live attempt loads only the succeeded records
+    (the others run again, whatever they say); a verifying replay loads them all.
+    """
+
+    def __init__(self, store: Store, job_id: str) -> None:
+        self.store = store
+        self.job_id = job_id
+        self._loaded: dict[str, Invocation] = {}
+
+    def load(self, addresses: list[str], everything: bool) -> None:
+        """Read the records at ``addresses`` (only the succeeded ones unless ``everything``)."""
+        found = self.store.job_invocations_at(
+            self.job_id, addresses, status=None if everything else "succeeded"
+        )
+        for address, record in found.items():
+            self._loaded[address] = Invocation.from_json(record)
+
+    def forget(self, addresses: list[str]) -> None:
+        """Drop records that were read and have been resolved."""
+        for address in addresses:
+            self._loaded.pop(address, None)
+
+    def __getitem__(self, address: str) -> Invocation:
+        return self._loaded[address]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded)
+
+    def __len__(self) -> int:
+        return len(self._loaded)
 
 
 @dataclasses.dataclass(slots=True, eq=False)

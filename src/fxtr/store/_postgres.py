@@ -66,6 +66,10 @@ _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS fxtr_trace_seq (task_id text PRIMARY KEY, n integer NOT NULL)",
     # the checksum of the result (``checksum_of``); NULL in rows written before it: trusted
     "ALTER TABLE fxtr_entries ADD COLUMN IF NOT EXISTS checksum text",
+    # the status of each invocation record, indexed (NULL in rows written before it: the
+    # record says): a resume reads the failed ones, or one chunk of addresses
+    "ALTER TABLE fxtr_invocations ADD COLUMN IF NOT EXISTS status text",
+    "CREATE INDEX IF NOT EXISTS fxtr_invocations_status ON fxtr_invocations (job_id, status)",
 ]
 
 
@@ -452,6 +456,49 @@ class PostgresStore:
         )
         return {address: json.loads(text) for address, text in rows}
 
+    def job_invocations_at(
+        self, job_id: str, addresses: list[str], *, status: str | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """The latest records of a job at some addresses (with ``status``, if given).
+
+        One query: a resume reads one chunk at a time.
+        """
+        params: tuple[str, ...] = ()
+        if status is None:
+            sql = ""
+        else:  # rows written before the status column have NULL: their record says
+            sql, params = " AND (status = %s OR status IS NULL)", (status,)
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT address, record FROM fxtr_invocations WHERE job_id = %s "
+                f"AND address = ANY(%s){sql}",
+                (job_id, list(addresses), *params),
+            )
+            .fetchall()
+        )
+        found = {address: json.loads(text) for address, text in rows}
+        if status is None:
+            return found
+        return {a: r for a, r in found.items() if r.get("status") == status}
+
+    def job_unfinished(self, job_id: str) -> dict[str, dict[str, Any]]:
+        """The latest records of a job's invocations that did not succeed, by address.
+
+        Read from the status index: the succeeded ones are not read.
+        """
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT address, record FROM fxtr_invocations WHERE job_id = %s "
+                "AND (status IS NULL OR status <> 'succeeded')",
+                (job_id,),
+            )
+            .fetchall()
+        )
+        found = {address: json.loads(text) for address, text in rows}
+        return {a: r for a, r in found.items() if r.get("status") != "succeeded"}
+
     def _put_attempt(self, job_id: str, attempt: int, kind: str, body: Any) -> None:
         self._conn().execute(
             "INSERT INTO fxtr_attempts (job_id, attempt, kind, body) VALUES (%s, %s, %s, %s) "
@@ -562,9 +609,10 @@ class PostgresStore:
                 latest = {r["address"]: r for r in records}
                 # a cache hit of the same attempt does not replace the run (see ``keeps``)
                 cur.executemany(
-                    "INSERT INTO fxtr_invocations (job_id, address, record, attempt, ran) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (job_id, address) DO UPDATE SET "
-                    "record = EXCLUDED.record, attempt = EXCLUDED.attempt, ran = EXCLUDED.ran "
+                    "INSERT INTO fxtr_invocations (job_id, address, record, attempt, ran, status) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (job_id, address) DO UPDATE SET "
+                    "record = EXCLUDED.record, attempt = EXCLUDED.attempt, ran = EXCLUDED.ran, "
+                    "status = EXCLUDED.status "
                     "WHERE EXCLUDED.ran OR NOT fxtr_invocations.ran "
                     "OR EXCLUDED.attempt <> fxtr_invocations.attempt",
                     [
@@ -574,6 +622,7 @@ class PostgresStore:
                             json.dumps(r),
                             r.get("attempt", 0),
                             not (r.get("from_cache") or r.get("status") != "succeeded"),
+                            r.get("status", "skipped"),
                         )
                         for a, r in latest.items()
                     ],

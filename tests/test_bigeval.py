@@ -1,0 +1,125 @@
+"""Big evals (issue 25): the plan is a stream, a resume reads what it needs, listing is cheap."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Annotated, Any
+
+from fxtr import Array, ArrayHandle, StepContext, WorkflowContext, launch, resume, step, workflow
+from fxtr.experiment._engine import STREAM_CHUNK, STREAM_PUMPS
+from fxtr.store import open_store
+
+N = 4 * STREAM_CHUNK * STREAM_PUMPS // 2
+"""Invocations of the test job: more than the chunks in flight at once."""
+SEEN: dict[str, Any] = {}
+
+
+@step(name="big.double")
+async def double(context: StepContext, x: int) -> int:
+    if "claims" not in SEEN:
+        # what was claimed (planned and resolved) when the first body started
+        SEEN["claims"] = open_store(SEEN["store"]).volume()["claims"]
+        SEEN["read"] = len(SEEN.get("addresses", ()))
+    SEEN.setdefault("ran", []).append(x)
+    if x in SEEN.get("fail", ()):
+        msg = f"key {x} fails"
+        raise ValueError(msg)
+    return 2 * x
+
+
+@workflow(name="big.wf")
+async def big(
+    context: WorkflowContext, xs: Annotated[ArrayHandle[int], "[key: int]"]
+) -> Annotated[ArrayHandle[int], "[key: int]"]:
+    return context.run_step("double", double, {"x": xs}, map_over=["key"])
+
+
+def _inputs(n: int = N) -> dict[str, Any]:
+    return {"xs": Array.from_mapping({i: i for i in range(n)}, dims=["key"], value_type=int)}
+
+
+class Watched:
+    """The store, with the invocation records the engine reads noted (nothing else changed)."""
+
+    def __init__(self, store: Any) -> None:
+        self._store = store
+        self.whole_reads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def job_invocations(self, job_id: str) -> dict[str, dict[str, Any]]:
+        self.whole_reads += 1
+        return self._store.job_invocations(job_id)  # type: ignore[no-any-return]
+
+    def job_invocations_at(self, job_id: str, addresses: list[str], **kw: Any) -> Any:
+        SEEN.setdefault("addresses", []).extend(addresses)
+        return self._store.job_invocations_at(job_id, addresses, **kw)
+
+
+def test_a_large_map_starts_its_first_body_before_it_is_all_planned(tmp_path):
+    """The first body runs when a few chunks are claimed, not every invocation."""
+    SEEN.clear()
+    SEEN["store"] = str(tmp_path / "s")
+    result = asyncio.run(launch(big, _inputs(), store=SEEN["store"]))
+    assert result.status == "succeeded"
+    assert len(result.invocations) == N
+    assert 0 < SEEN["claims"] <= STREAM_CHUNK * STREAM_PUMPS < N
+    assert result.output is not None
+    assert result.output.to_dict() == {i: 2 * i for i in range(N)}
+
+
+def test_a_resume_reads_a_chunk_of_the_record_then_reruns_the_failed(tmp_path):
+    """Resume reads records chunk by chunk, never the whole record, and reruns only the failed."""
+    SEEN.clear()
+    SEEN["store"] = str(tmp_path / "s")
+    failing = set(range(0, N, 97))
+    SEEN["fail"] = failing
+    first = asyncio.run(launch(big, _inputs(), store=SEEN["store"]))
+    assert first.status == "failed"
+    store = open_store(SEEN["store"])
+    unfinished = store.job_unfinished(first.job_id)
+    assert sorted(unfinished) == sorted(f"big.wf/double[key={i}]" for i in failing)
+    assert {r["status"] for r in unfinished.values()} == {"failed"}
+    SEEN.clear()
+    SEEN["store"] = str(tmp_path / "s")
+    watched = Watched(store)
+    second = asyncio.run(resume(first.job_id, store=watched, workflow=big))
+    assert second.status == "succeeded" and second.attempt == 2
+    assert sorted(SEEN["ran"]) == sorted(failing)
+    assert watched.whole_reads == 0
+    assert SEEN["read"] <= STREAM_CHUNK * STREAM_PUMPS < N  # read before the first re-run
+    served = [i for i in second.invocations if i.from_cache]
+    assert len(served) == N - len(failing)
+    assert all(i.attempt == 2 for i in second.invocations)
+    assert second.output is not None
+    assert second.output.to_dict() == {i: 2 * i for i in range(N)}
+    assert store.job_unfinished(first.job_id) == {}
+
+
+def test_records_of_a_store_written_before_the_table_are_still_read(tmp_path):
+    """Old stores kept invocation records as chunks in the cache: read, and resumable."""
+    SEEN.clear()
+    SEEN["store"] = str(tmp_path / "s")
+    SEEN["fail"] = {3}
+    first = asyncio.run(launch(big, _inputs(10), store=SEEN["store"]))
+    store = open_store(SEEN["store"])
+    records = list(store.job_invocations(first.job_id).values())
+    # rewrite them as fxtr wrote them before FxtrInvocations: chunks under i|JOB|SEQ
+    store.cache._sql("DELETE FROM FxtrInvocations")
+    store.cache.set(f"i|{first.job_id}|0", json.dumps(records[:5]))
+    store.cache.set(f"i|{first.job_id}|1", json.dumps(records[5:]))
+    store.cache.set(f"s|{first.job_id}", 2)
+    assert len(store.job_invocations(first.job_id)) == 10
+    assert list(store.job_unfinished(first.job_id)) == ["big.wf/double[key=3]"]
+    found = store.job_invocations_at(
+        first.job_id, ["big.wf/double[key=3]", "big.wf/double[key=4]"], status="succeeded"
+    )
+    assert list(found) == ["big.wf/double[key=4]"]
+    SEEN.clear()
+    SEEN["store"] = str(tmp_path / "s")
+    second = asyncio.run(resume(first.job_id, store=SEEN["store"], workflow=big))
+    assert second.status == "succeeded"
+    assert SEEN["ran"] == [3]
+    assert store.job_unfinished(first.job_id) == {}
