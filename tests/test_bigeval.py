@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 from fxtr import Array, ArrayHandle, StepContext, WorkflowContext, launch, resume, step, workflow
 from fxtr.experiment._engine import STREAM_CHUNK, STREAM_PUMPS
-from fxtr.store import open_store
+from fxtr.store import Batch, open_store
 
 N = 4 * STREAM_CHUNK * STREAM_PUMPS // 2
 """Invocations of the test job: more than the chunks in flight at once."""
@@ -123,3 +123,48 @@ def test_records_of_a_store_written_before_the_table_are_still_read(tmp_path):
     assert second.status == "succeeded"
     assert SEEN["ran"] == [3]
     assert store.job_unfinished(first.job_id) == {}
+
+
+def test_finished_records_share_their_empty_containers(tmp_path):
+    """Records that log, warn and call nothing hold no empty lists and dicts of their own."""
+    SEEN.clear()
+    SEEN["store"] = str(tmp_path / "s")
+    result = asyncio.run(launch(big, _inputs(20), store=SEEN["store"]))
+    a, b = result.invocations[:2]
+    assert a.logs == [] and a.cost_by_model == {} and a.model_calls == []
+    assert a.logs is b.logs and a.cost_by_model is b.cost_by_model
+    assert json.dumps(a.to_json())  # still a JSON-able record
+    try:
+        a.logs.append("late")
+    except TypeError as exc:
+        assert "assign a new one" in str(exc)
+    else:
+        raise AssertionError("a shared empty list was changed")
+    assert b.logs == []
+
+
+def test_a_resume_writes_only_the_inputs_it_reruns(tmp_path):
+    """Inputs of served invocations were stored with their records: a resume writes only
+    the inputs of what it reruns."""
+    SEEN.clear()
+    SEEN["store"] = str(tmp_path / "s")
+    SEEN["fail"] = {5}
+    first = asyncio.run(launch(big, _inputs(50), store=SEEN["store"]))
+    assert first.status == "failed"
+    written: list[str] = []
+
+    class Counting(Watched):
+        def write(self, batch: Batch) -> None:
+            written.extend(batch.values)
+            self._store.write(batch)
+
+    SEEN.clear()
+    SEEN["store"] = str(tmp_path / "s")
+    second = asyncio.run(
+        resume(first.job_id, store=Counting(open_store(SEEN["store"])), workflow=big)
+    )
+    assert second.status == "succeeded"
+    (rerun,) = [i for i in second.invocations if not i.from_cache]
+    fp = rerun.input_fingerprints["x"]
+    assert written == [fp]
+    assert open_store(SEEN["store"]).get_value(fp) == "5"

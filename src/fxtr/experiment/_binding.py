@@ -86,6 +86,10 @@ class Operation:
         return combo[-1] if self.samples is not None else self.inherited  # type: ignore[no-any-return]
 
 
+Chunk = tuple[int, list["Plan"], dict[str, str]]
+"""What ``plan_stream`` yields: where the chunk starts, its plans, its new input texts."""
+
+
 class Plan:
     """One invocation an operation expands into, before it is resolved."""
 
@@ -342,17 +346,20 @@ def plan_stream(
     step: StepDefinition[..., Any],
     values: list[Value],
     chunk: int,
-) -> tuple[list[tuple[Any, ...]], Iterator[tuple[int, list[Plan]]]]:
+) -> tuple[list[tuple[Any, ...]], Iterator[Chunk]]:
     """The invocations a step operation expands into, planned ``chunk`` at a time.
 
     Nothing is planned before the iterator is advanced: each ``next`` plans the following
-    ``chunk`` combinations (addresses, arguments, fingerprints, and the input texts queued
-    for the store), so the first invocations can be resolved and started while the rest of
-    a large operation is still unplanned, and at most the chunks in flight are held.
+    ``chunk`` combinations (addresses, arguments, fingerprints), so the first invocations
+    can be resolved and started while the rest of a large operation is still unplanned, and
+    at most the chunks in flight are held.
 
     Returns:
         Every combination of mapped keys (and sample), in order, and an iterator of
-        ``(position of the chunk's first combination, its plans)``.
+        ``(position of the chunk's first combination, its plans, the canonical texts of
+        inputs this pass has not met before by fingerprint)``: the caller queues the texts
+        for the store before any of the chunk's records (an earlier attempt's records name
+        values already stored).
     """
     address, bindings = op.address, op.bindings
     keylists = align(address, bindings, values, op.map_over) if op.map_over else []
@@ -372,7 +379,7 @@ def _plans(
     map_over: list[str],
     keylists: list[tuple[Any, ...]],
     chunk: int,
-) -> Iterator[tuple[int, list[Plan]]]:
+) -> Iterator[Chunk]:
     base_hash = hashlib.sha256(f"{step.name}\0{step.version!r}\0{step.source_hash}".encode())
     names = sorted(b.param.name for b in bindings)
     fp_memo: list[dict[Any, str]] = [{} for _ in bindings]
@@ -380,12 +387,13 @@ def _plans(
     values_seen = run.values_seen
     pairs = list(enumerate(zip(bindings, slices, strict=True)))
     plans: list[Plan] = []
+    texts: dict[str, str] = {}
     start = 0
     for combo, inv_address in zip(combos, addresses(op.address, map_over, keylists), strict=True):
         if len(plans) >= chunk:
-            yield start, plans
+            yield start, plans, texts
             start += len(plans)
-            plans = []
+            plans, texts = [], {}
             for memo in fp_memo:
                 if len(memo) > MEMO_MAX:  # a memo of every key would grow with the job
                     memo.clear()
@@ -413,7 +421,7 @@ def _plans(
                 fp = fingerprint_text(text)
                 if fp not in values_seen:
                     run.see_value(fp)
-                    run.queue().values[fp] = text
+                    texts[fp] = text
                 if key is not None:
                     fp_memo[i][key] = fp
             fps[b.param.name] = fp
@@ -432,7 +440,7 @@ def _plans(
             fingerprint = h.hexdigest()
         plans.append(Plan(inv_address, kwargs, fps, fingerprint, sample=sample))
     if plans or not start:
-        yield start, plans
+        yield start, plans, texts
 
 
 MEMO_MAX = 4096

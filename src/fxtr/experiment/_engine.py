@@ -280,6 +280,7 @@ class Run:
 
     def finish(self, inv: Invocation) -> None:
         """Record an invocation's outcome (and queue it for the store in a live pass)."""
+        inv.compact()
         self.invocations[inv.address] = inv
         if self.mode == "live":
             records = self.queue().invocations.setdefault(self.job_id, [])
@@ -563,10 +564,18 @@ class Run:
         async def pump() -> None:
             # each pump takes the next chunk of plans (the iterator plans it on demand),
             # resolves it (record, cache, claim, run) and puts its outcomes in place
-            for start, plans in chunks:
+            for start, plans, texts in chunks:
                 loader = getattr(self.prior, "load", None)
                 if loader is not None:  # an earlier attempt's records, read a chunk at a time
                     loader([p.address for p in plans], self.mode == "verify")
+                    # the inputs an earlier record names were stored with it: not again
+                    for p in plans:
+                        recorded = self.prior.get(p.address)
+                        if recorded is not None:
+                            for fp in recorded.input_fingerprints.values():
+                                texts.pop(fp, None)
+                if texts:
+                    self.queue().values.update(texts)
                 got = await resolve(self, step, plans, op.bindings)
                 if loader is not None:
                     self.prior.forget([p.address for p in plans])  # type: ignore[attr-defined]

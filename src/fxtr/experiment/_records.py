@@ -12,6 +12,40 @@ if TYPE_CHECKING:
 InvocationStatus = Literal["succeeded", "failed", "skipped", "needs_review"]
 
 
+def _read_only(*args: Any, **kwargs: Any) -> Any:
+    msg = (
+        "this empty list or dict belongs to a finished invocation record and is shared; "
+        "assign a new one to the field instead of changing it"
+    )
+    raise TypeError(msg)
+
+
+class _EmptyList(list[Any]):
+    """The one read-only empty list that finished records share (see ``compact``)."""
+
+    __slots__ = ()
+    append = extend = insert = remove = pop = clear = sort = reverse = _read_only
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+
+    def __reduce__(self) -> Any:
+        return (list, ())
+
+
+class _EmptyDict(dict[str, Any]):
+    """The one read-only empty dict that finished records share (see ``compact``)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = setdefault = update = pop = popitem = clear = _read_only
+    __ior__ = _read_only
+
+    def __reduce__(self) -> Any:
+        return (dict, ())
+
+
+EMPTY_LIST: list[Any] = _EmptyList()
+EMPTY_DICT: dict[str, Any] = _EmptyDict()
+
+
 @dataclasses.dataclass(slots=True, eq=False)
 class Invocation:
     """One step invocation: what ran (or did not) at one address, and how it ended."""
@@ -90,6 +124,27 @@ class Invocation:
         """Rebuild a record written by ``to_json``."""
         names = _INVOCATION_FIELDS
         return cls(**{k: v for k, v in data.items() if k in names})
+
+    def compact(self) -> None:
+        """Share one read-only empty container for each empty list and dict field.
+
+        Called as the record is finished: most records of a large job log nothing, call no
+        model and warn of nothing, and five empty containers each were a third of what a
+        record held in memory. A field's value stays equal to ``[]`` or ``{}``; mutating a
+        finished record's shared empty container raises ``TypeError``.
+        """
+        if not self.logs:
+            self.logs = EMPTY_LIST
+        if not self.warnings:
+            self.warnings = EMPTY_LIST
+        if not self.model_calls:
+            self.model_calls = EMPTY_LIST
+        if not self.cost_by_model:
+            self.cost_by_model = EMPTY_DICT
+        if not self.cost_by_role:
+            self.cost_by_role = EMPTY_DICT
+        if not self.input_fingerprints:
+            self.input_fingerprints = EMPTY_DICT
 
     def report(self) -> dict[str, Any]:
         """The fields the JSON report and ``JobResult`` promise."""
