@@ -5,14 +5,16 @@ attempt (they succeed when resumed). Each figure comes from a fresh process (``-
 
 - cold: seconds from ``launch()`` to the first step body, the wall time of the whole
   attempt (verification on, as users run it) and the peak RSS of the process;
-- resume: seconds from ``resume()`` to the first re-run body, its wall time and peak RSS.
+- resume: seconds from ``resume()`` to the first re-run body, its wall time and peak RSS;
+- then ``fxtr show`` and ``fxtr jobs`` on the job's store, each in a fresh process (the
+  import of fxtr included).
 
-The same cold job is also run on today's code path: the ``src/`` of ``--baseline REF``
-(default ``main``), extracted with ``git archive`` into a temporary directory and put first
-on the child's ``PYTHONPATH``; the ratio printed is this tree's cold wall time over that
-one's, measured in the same run (machines are noisy: compare ratios, not seconds). With
-``--baseline none`` it is left out. Targets (issue 25): at 200,000, first body <= 2 s, first
-re-run body <= 5 s, both peaks <= 400 MiB, cold wall time ratio <= 1.
+The same job is also run on today's code path: the ``src/`` of ``--baseline REF`` (default
+``main``), extracted with ``git archive`` into a temporary directory and put first on the
+child's ``PYTHONPATH``; the ratios printed are this tree's figures over that one's, measured
+in the same run (machines are noisy: compare ratios, not seconds). With ``--baseline none``
+it is left out. Targets (issue 25): at 200,000, first body <= 2 s, first re-run body <= 5 s,
+both peaks <= 400 MiB, cold wall time ratio <= 1, ``fxtr show`` < 2 s.
 """
 
 from __future__ import annotations
@@ -88,6 +90,35 @@ def child(mode: str, n: int, store: str, job_id: str) -> dict[str, Any]:
     }
 
 
+def timed_cli(store: str, *argv: str) -> float:
+    """Seconds ``fxtr --store STORE ARGV`` takes in this process (its output discarded)."""
+    import contextlib
+    import io
+
+    from fxtr.cli import main as fxtr_main
+
+    t0 = time.perf_counter()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        fxtr_main(["--store", store, *argv])
+    return time.perf_counter() - t0
+
+
+def _spawn_cli(store: str, pythonpath: str, *argv: str) -> float:
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    code = (
+        "import sys; from benchmarks.bench_bigeval import timed_cli; "
+        "print(timed_cli(sys.argv[1], *sys.argv[2:]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, store, *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(done.stdout.strip().splitlines()[-1])
+
+
 def _spawn(mode: str, n: int, store: str, job_id: str, pythonpath: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": pythonpath}
     args = [sys.executable, "-m", "benchmarks.bench_bigeval", "--child", mode, "--n", str(n)]
@@ -145,6 +176,11 @@ def main() -> None:
             print(_line("cold (this tree)", cold))
             again = _spawn("resume", n, store, "bigeval", here)
             print(_line("resume (this tree)", again))
+            show = _spawn_cli(store, here, "show", "bigeval")
+            jobs = _spawn_cli(store, here, "jobs")
+            print(
+                f"  fxtr show {show:5.2f} s   fxtr jobs {jobs:5.2f} s   (this tree, fresh process)"
+            )
             if base is None:
                 continue
             old_store = str(tmp / f"base-{n}")
@@ -152,6 +188,12 @@ def main() -> None:
             print(_line(f"cold ({args.baseline})", old))
             old_again = _spawn("resume", n, old_store, "bigeval", base)
             print(_line(f"resume ({args.baseline})", old_again))
+            old_show = _spawn_cli(old_store, base, "show", "bigeval")
+            old_jobs = _spawn_cli(old_store, base, "jobs")
+            print(
+                f"  fxtr show {old_show:5.2f} s   fxtr jobs {old_jobs:5.2f} s   "
+                f"({args.baseline}, fresh process)"
+            )
             print(
                 f"  cold wall this tree / {args.baseline}: {cold['wall'] / old['wall']:.2f}   "
                 f"first body: {cold['first'] / old['first']:.2f}   "

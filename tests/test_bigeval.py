@@ -168,3 +168,59 @@ def test_a_resume_writes_only_the_inputs_it_reruns(tmp_path):
     fp = rerun.input_fingerprints["x"]
     assert written == [fp]
     assert open_store(SEEN["store"]).get_value(fp) == "5"
+
+
+def _without_summary(view: Any) -> Any:
+    from fxtr.report import JobView
+
+    record = json.loads(json.dumps(view.record))
+    for attempt in record["attempts"]:
+        attempt.pop("summary", None)
+    return JobView(view.job_id, record, store=view.store)
+
+
+def test_the_summary_a_job_keeps_gives_what_its_records_give(tmp_path):
+    """``fxtr jobs`` rows and ``fxtr show`` trees from the summary equal those from the records."""
+    from fxtr.report import load_job, operation_graph
+    from fxtr.report._views import job_row
+    from tests import examples
+    from tests.viewer_jobs import make_eval_job, make_job
+
+    store = open_store(tmp_path / "s")
+    jobs = [make_job(store), make_eval_job(store, n=4, models=("large", "small"), samples=2)]
+    examples.FAIL.add("capital of france")
+    failed = asyncio.run(launch(examples.evaluate, examples.qa_inputs(), store=store))
+    examples.FAIL.clear()
+    jobs += [failed, asyncio.run(resume(failed.job_id, store=store))]
+    for job in jobs:
+        view = load_job(store, job.job_id)
+        assert view.summary is not None
+        plain = _without_summary(view)
+        assert plain.summary is None
+        row, expected = job_row(view), job_row(plain)
+        assert row == expected
+        graph, expected_graph = operation_graph(view), operation_graph(plain)
+        assert graph == expected_graph
+    tokens = job_row(load_job(store, jobs[1].job_id))["tokens"]
+    assert tokens > 0  # the eval job's model calls are counted, not only zeros
+    resumed = job_row(load_job(store, failed.job_id))
+    assert resumed["cached"] > 0 and resumed["failed"] == 0
+
+
+def test_listing_jobs_reads_no_invocation_record(tmp_path):
+    """A row and a tree of a finished job come from its record; failures from the index."""
+    from fxtr.report import job_row, operation_graph, view_of
+
+    SEEN.clear()
+    SEEN["store"] = str(tmp_path / "s")
+    SEEN["fail"] = {4}
+    job = asyncio.run(launch(big, _inputs(30), store=SEEN["store"]))
+    watched = Watched(open_store(SEEN["store"]))
+    view = view_of(watched, watched.get_job(job.job_id))
+    row = job_row(view)
+    graph = operation_graph(view)
+    assert (row["ran"], row["failed"]) == (30, 1)
+    (node,) = [n for n in graph["nodes"] if n["kind"] == "step"]
+    assert node["counts"] == {"succeeded": 29, "failed": 1}
+    assert list(view.unfinished()) == ["big.wf/double[key=4]"]
+    assert watched.whole_reads == 0

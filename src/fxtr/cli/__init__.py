@@ -120,7 +120,7 @@ JOB_STATUSES = ("succeeded", "failed", "needs_review", "error", "running")
 def cmd_jobs(args: argparse.Namespace) -> int:
     from tabulate import tabulate
 
-    from fxtr.report import attempt_status, job_records, job_row, load_job, newest_first
+    from fxtr.report import attempt_status, job_records, job_row, newest_first, view_of
 
     if args.status and args.status not in JOB_STATUSES:
         msg = f"--status {args.status!r} is not a job status; valid: {', '.join(JOB_STATUSES)}."
@@ -138,7 +138,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         if args.workflow and args.workflow not in (record.get("workflow") or ""):
             continue
         try:
-            rows.append(job_row(load_job(store, record["job_id"])))
+            # the record read once; its summary, not its invocation records (when it has one)
+            rows.append(job_row(view_of(store, record)))
         except (KeyError, ValueError, TypeError):  # a damaged record: list the others
             damaged += 1
             continue
@@ -228,9 +229,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     walk(None, "")
     _print_evaluation(view.record)
-    failed = [
+    failed = [  # from the status index: the succeeded records are not read
         inv
-        for _, inv in sorted(view.invocations.items())
+        for _, inv in sorted(view.unfinished().items())
         if inv["status"] in ("failed", "needs_review")
     ]
     if failed:

@@ -10,7 +10,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -208,6 +208,63 @@ def _root_kwargs(
     return {**{b.param.name: make_handle(b.node) for b in bindings}, **concrete}
 
 
+def summarize(invocations: Iterable[Invocation]) -> dict[str, Any]:
+    """What listing a job shows, computed once as its attempt ends (the job record keeps it).
+
+    The counts of ``fxtr jobs`` (ran, cached, failed, tokens and dollars spent, as
+    ``fxtr.report.job_row`` computes them from the records) and, per operation (an address
+    without its map keys), the counts of ``fxtr show``'s tree and the viewer's graph (as
+    ``fxtr.report.operation_graph`` does): listing a job then reads its record, not its
+    invocation records.
+    """
+    from fxtr.tracing._jobgraph import strip_keys
+
+    total = {"invocations": 0, "ran": 0, "cached": 0, "failed": 0, "tokens": 0, "cost_usd": 0.0}
+    ops: dict[str, dict[str, Any]] = {}
+    stripped: dict[str, str] = {}
+    for inv in invocations:
+        address = inv.address
+        cut = address.rfind("[") if address.endswith("]") and '"' not in address else -1
+        head = address[:cut] if cut > 0 else address
+        key = stripped.get(head)
+        if key is None:
+            key = stripped[head] = strip_keys(head)
+        op = ops.get(key)
+        if op is None:
+            op = ops[key] = {
+                "step": inv.step,
+                "invocations": 0,
+                "counts": {},
+                "ran": 0,
+                "cached": 0,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cost_usd": 0.0,
+                "reasons": {},
+            }
+        op["invocations"] += 1
+        op["counts"][inv.status] = op["counts"].get(inv.status, 0) + 1
+        total["invocations"] += 1
+        if inv.status == "failed":
+            total["failed"] += 1
+        if inv.reason:
+            op["reasons"][inv.reason] = op["reasons"].get(inv.reason, 0) + 1
+        if inv.from_cache:
+            op["cached"] += 1
+            total["cached"] += 1
+            continue
+        if inv.started_at:
+            op["ran"] += 1
+            total["ran"] += 1
+            op["input_tokens"] += inv.input_tokens
+            op["output_tokens"] += inv.output_tokens
+            op["cost_usd"] += inv.cost_usd or 0.0
+        for usage in inv.cost_by_model.values():
+            total["tokens"] += usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
+            total["cost_usd"] += usage.get("usd") or 0.0
+    return {**total, "operations": ops}
+
+
 def _status(run: Run) -> JobStatus:
     statuses = {inv.status for inv in run.invocations.values()}
     if "failed" in statuses or any(w.status != "succeeded" for w in run.workflows.values()):
@@ -314,6 +371,8 @@ async def _attempt(
             partial = Array.from_cells(partial.dim_specs, partial._keys, loaded, result.value_type)
     output = partial if status == "succeeded" else None
     info.update(status=status, ended_at=time.time())
+    if not run.shared:  # other processes of a shared attempt record invocations too
+        info["summary"] = summarize(run.invocations.values())
     if run.damaged:
         info["damaged"] = list(run.damaged)
     store.put_job(redact_json(record))
