@@ -303,6 +303,7 @@ def run_job(
         options: dict[str, Any] = {
             "store": store,
             "conflict": settings.conflict,
+            "cache_keep": settings.cache_keep,
             "verify": settings.verify,
             "concurrency": settings.concurrency,
             "on_invocation": progress,

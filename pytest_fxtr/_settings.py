@@ -38,6 +38,10 @@ class Settings:
     """``--fxtr-markdown``: where to write the summary as Markdown."""
     here: Path = Path()
     """The invocation directory: relative paths given to options start here."""
+    cache_keep: int = 20
+    """``--fxtr-cache-keep``: entries each address keeps, one per fingerprint."""
+    explain_misses: bool = False
+    """``--fxtr-explain-misses``: say per step why the invocations that ran were not cached."""
 
     def _where(self) -> str:
         if isinstance(self.store, str):
@@ -57,6 +61,8 @@ class Settings:
             f"verify={'on' if self.verify else 'off'}",
             f"concurrency={self.concurrency}",
         ]
+        if self.cache_keep != 20:
+            parts.append(f"keep={self.cache_keep}")
         if self.resume:
             parts.append("resume=on")
         if self.fail_under is not None:
@@ -153,6 +159,22 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="write the fxtr summary as Markdown (also to $GITHUB_STEP_SUMMARY when set)",
     )
+    group.addoption(
+        "--fxtr-cache-keep",
+        default=None,
+        metavar="N",
+        help="entries each address keeps, one per fingerprint (default: 20); inputs that "
+        "match any of them are served from it",
+    )
+    group.addoption(
+        "--fxtr-explain-misses",
+        action="store_true",
+        default=None,
+        help="say per step how many invocations ran because their address was new and how "
+        "many because something changed, and what",
+    )
+    parser.addini("fxtr_cache_keep", "entries kept per address (default 20)", default=None)
+    parser.addini("fxtr_explain_misses", "explain cache misses", type="bool", default=False)
     parser.addini("fxtr_resume", "resume the last job of each eval", type="bool", default=False)
     parser.addini("fxtr_cache_dir", "the fxtr store directory", default=None)
     parser.addini("fxtr_cache_conflict", "review or overwrite", default=None)
@@ -248,6 +270,7 @@ def resolve(config: pytest.Config) -> Settings:
             f"{', '.join(CONFLICTS)}."
         )
     concurrency = _positive(_pick(config, "concurrency") or 32, "--fxtr-concurrency", problems)
+    cache_keep = _positive(_pick(config, "cache_keep") or 20, "--fxtr-cache-keep", problems)
     fail_under = _finite(_pick(config, "fail_under"), "--fxtr-fail-under", problems)
     samples_raw = _pick(config, "samples")
     samples = (
@@ -299,6 +322,8 @@ def resolve(config: pytest.Config) -> Settings:
         baseline_margin=margin or 0.0,
         markdown=markdown,
         here=invocation_dir,
+        cache_keep=cache_keep,
+        explain_misses=bool(_pick(config, "explain_misses")),
     )
 
 

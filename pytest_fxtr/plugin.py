@@ -350,3 +350,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     from pytest_fxtr._summary import render
 
     render(terminalreporter, state.jobs, state.evaluations, config.getoption("verbose"))
+    if state.settings.explain_misses:
+        from fxtr.experiment._why import miss_lines
+
+        terminalreporter.section("fxtr cache misses", sep="-")
+        for job_id, info in state.jobs.items():
+            lines = miss_lines(info["invocations"], config.getoption("verbose"))
+            terminalreporter.write_line(f"job {job_id}:" + ("" if lines else " nothing ran"))
+            for line in lines:
+                terminalreporter.write_line("  " + line)

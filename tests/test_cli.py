@@ -117,12 +117,12 @@ def test_cache_stats_history_restore_and_clear(failed_job, capsys, monkeypatch):
     address = "qa.evaluate/answer[model=a,prompt=p1]"
     assert main(["cache", "history", address]) == 0
     out = capsys.readouterr().out
-    assert out.startswith("[0] ") and "[current]" in out
-    assert "changed: input 'question' changed" in out
+    assert out.startswith("[current] ") and "\n[0] " in out  # newest first
+    assert "changed from the next: input 'question' changed" in out
     assert main(["cache", "restore", address]) == 0
     assert f"restored {address}" in capsys.readouterr().out
     assert main(["cache", "history", "qa.evaluate/nothing"]) == 1
-    assert "no cache entry or history" in capsys.readouterr().err
+    assert "no cache entry at" in capsys.readouterr().err
     assert main(["cache", "restore", "qa.evaluate/answer[model=a,prompt=p2]"]) == 1
     assert "No history" in capsys.readouterr().err
     monkeypatch.setattr("sys.stdin", None)

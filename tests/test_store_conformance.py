@@ -543,3 +543,114 @@ def test_an_unreadable_entry_is_a_miss_not_a_crash(tmp_path):
     again = run(evaluate, qa_inputs(), store=location)
     assert again.status == "succeeded" and again.output == first.output
     assert again.damaged == [address] and not again.invocation(address).from_cache
+
+
+# entries kept per fingerprint (DESIGN §13, issue 24) ------------------------------------
+
+
+def _entry(fp: str, result: str = '"r"', code: dict[str, str] | None = None) -> str:
+    from fxtr.store import CacheEntry
+
+    meta = {"step": "s", "created_at": time.time(), "inputs": {}}
+    return CacheEntry(fp, None, result, None, meta, code=code).to_text()
+
+
+def test_an_address_keeps_one_entry_per_fingerprint_up_to_keep(location):
+    """Writes displace the current entry into the kept ones; past keep, the LRU one goes."""
+    from fxtr.store import Batch
+
+    store = open_store(location)
+    a = "keep/one"
+    for fp in ("f1", "f2", "f3"):
+        store.write(Batch(entries={a: _entry(fp)}, keep=3))
+    assert store.get_entry(a).fingerprint == "f3"
+    assert [h["fingerprint"] for h in store.history(a)] == ["f1", "f2"]
+    assert [e.fingerprint for e in store.get_kept({a: "f1"})[a]] == ["f1"]
+    assert store.get_kept({a: "f3"}) == {}  # the current one is not among the kept
+    store.write(Batch(current={a: "f1"}, keep=3))  # a hit on f1 makes it current
+    assert store.get_entry(a).fingerprint == "f1"
+    assert [h["fingerprint"] for h in store.history(a)] == ["f2", "f3"]
+    store.write(Batch(entries={a: _entry("f4")}, keep=3))  # f2 was current longest ago
+    assert store.get_entry(a).fingerprint == "f4"
+    assert [h["fingerprint"] for h in store.history(a)] == ["f3", "f1"]
+    store.write(Batch(entries={a: _entry("f1", '"again"')}, keep=3))  # one entry per key
+    assert store.get_entry(a).result == '"again"'
+    assert [h["fingerprint"] for h in store.history(a)] == ["f3", "f4"]
+    store.write(Batch(current={a: "gone"}, keep=3))  # evicted meanwhile: nothing happens
+    assert store.get_entry(a).fingerprint == "f1"
+    store.write(Batch(entries={a: _entry("f5")}, keep=1))
+    assert store.history(a) == [] and store.get_entry(a).fingerprint == "f5"
+    assert store.clear_cache() == 1
+    assert store.get_entry(a) is None and store.history(a) == []
+
+
+def test_entries_with_the_same_fingerprint_and_other_code_are_kept_apart(location):
+    """A mock's reply digest is part of the entry's key: two of them are two entries."""
+    from fxtr.store import Batch
+
+    store = open_store(location)
+    a = "keep/code"
+    store.write(Batch(entries={a: _entry("fp", '"one"', {"mock/m": "d1"})}))
+    store.write(Batch(entries={a: _entry("fp", '"two"', {"mock/m": "d2"})}))
+    assert store.get_entry(a).code == {"mock/m": "d2"}
+    (kept,) = store.get_kept({a: "fp"})[a]
+    assert kept.code == {"mock/m": "d1"} and kept.result == '"one"'
+    store.write(Batch(current={a: kept.key}))
+    assert store.get_entry(a).result == '"one"'
+
+
+def test_restore_makes_a_kept_entry_current(location):
+    from fxtr.store import Batch
+
+    store = open_store(location)
+    a = "keep/restore"
+    for fp in ("f1", "f2", "f3"):
+        store.write(Batch(entries={a: _entry(fp)}))
+    assert store.restore(a, 0)["fingerprint"] == "f1"
+    assert store.get_entry(a).fingerprint == "f1"
+    assert [h["fingerprint"] for h in store.history(a)] == ["f2", "f3"]
+    with pytest.raises(KeyError, match="no 7"):
+        store.restore(a, 7)
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys, time
+    from fxtr.store import Batch, CacheEntry, open_store
+
+    location, who, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+    store = open_store(location)
+    while time.time() < start:
+        time.sleep(0.002)
+    addresses = [f"race/w[i={i}]" for i in range(300)]
+    for round in range(3):
+        for lo in range(0, 300, 25):
+            entries = {
+                a: CacheEntry(f"{who}-{round}", None, '"x"', None, {"step": "s"}).to_text()
+                for a in addresses[lo : lo + 25]
+            }
+            store.write(Batch(entries=entries, keep=20))
+    """
+)
+
+
+def test_two_processes_writing_other_fingerprints_at_the_same_addresses_lose_no_entry(
+    location, tmp_path
+):
+    """Two real processes write 3 fingerprints each at 300 addresses at once: all 6 stay."""
+    open_store(location)  # schema ready before the race
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    start = time.time() + 1.5
+    procs = [
+        subprocess.Popen([sys.executable, str(script), location, who, str(start)], cwd=ROOT)
+        for who in ("p", "q")
+    ]
+    assert all(p.wait(timeout=120) == 0 for p in procs)
+    store = open_store(location)
+    want = {f"{who}-{r}" for who in "pq" for r in range(3)}
+    for i in range(300):
+        address = f"race/w[i={i}]"
+        kept = [h["fingerprint"] for h in store.history(address)]
+        held = [store.get_entry(address).fingerprint, *kept]
+        assert sorted(held) == sorted(want), address

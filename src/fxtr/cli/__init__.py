@@ -313,8 +313,15 @@ def cmd_cache(args: argparse.Namespace) -> int:
                 return 1
         print(f"cleared {store.clear_cache()} cache entries")
         return 0
-    from fxtr.cli._cache import history_lines
+    from fxtr.cli._cache import history_lines, why_lines
 
+    if action == "why":
+        try:
+            lines = why_lines(store, args.address)
+        except KeyError as exc:
+            raise CommandError(str(exc.args[0])) from None
+        print("\n".join(lines))
+        return 0
     if action == "history":
         try:
             lines = history_lines(store, args.address)
@@ -474,7 +481,7 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "cache",
         parents=[common],
-        help="cache size; clear, history, restore",
+        help="cache size; clear, history, restore, why",
         description="The step cache: its size (the default), clearing it, an address's "
         "history of entries and restoring one.",
     )
@@ -488,6 +495,14 @@ def _parser() -> argparse.ArgumentParser:
         parents=[common],
         help="an address's entries and what changed between them",
         description=_cache_help("HISTORY_HELP"),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    a.add_argument("address", metavar="ADDRESS", help="a step invocation's address")
+    a = actions.add_parser(
+        "why",
+        parents=[common],
+        help="why an address was not served from the cache: what changed",
+        description=_cache_help("WHY_HELP"),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     a.add_argument("address", metavar="ADDRESS", help="a step invocation's address")

@@ -73,6 +73,7 @@ from fxtr.experiment._signature import Param
 from fxtr.experiment._types import Dim, is_assignable, is_entity_type
 from fxtr.experiment._watchdog import LoopWatchdog
 from fxtr.experiment.errors import SignatureError, UpstreamFailedError
+from fxtr.store._base import DEFAULT_KEEP
 
 if TYPE_CHECKING:
     from fxtr.experiment._context import WorkflowContext
@@ -115,8 +116,11 @@ class Run:
         executor: Any = None,
         hermetic: bool = True,
         shared: bool = False,
+        keep: int = DEFAULT_KEEP,
     ) -> None:
         self.store = store
+        self.keep = keep
+        """Entries each address keeps at most (``cache_keep``)."""
         self.hermetic = hermetic
         """Watch bodies for files and environment variables they touch."""
         self.shared = shared
@@ -147,6 +151,8 @@ class Run:
         """Addresses whose stored entry was damaged (checksum, unreadable): recomputed."""
         self.values_seen: set[str] = set()
         """Input fingerprints whose texts were queued for the store in this pass."""
+        self.why_memo: dict[Any, list[str]] = {}
+        """What differs between two values of an input, computed once a pass (``_why``)."""
         self._batch: Batch | None = None
         self._heartbeat: asyncio.Task[None] | None = None
         self.on_invocation: Callable[[Invocation], None] | None = None
@@ -211,7 +217,7 @@ class Run:
         if self._batch is None:
             from fxtr.store import Batch
 
-            self._batch = Batch()
+            self._batch = Batch(keep=self.keep)
             asyncio.get_running_loop().call_soon(self.flush)
         return self._batch
 
@@ -238,8 +244,7 @@ class Run:
         log.warning("a batch could not be stored (%s); writing it in parts", error)
         lost: dict[str, str] = {}
         for address, text in batch.entries.items():
-            replaced = batch.replaced.get(address)
-            one = Batch(entries={address: text}, replaced={address: replaced} if replaced else {})
+            one = Batch(entries={address: text}, keep=batch.keep)
             try:
                 self.store.write(one)
             except Exception as exc:
@@ -265,6 +270,7 @@ class Run:
         parts += [Batch(entities={k: v}) for k, v in batch.entities.items()]
         parts += [Batch(values={k: v}) for k, v in batch.values.items()]
         parts += [Batch(failures={k: v}) for k, v in batch.failures.items()]
+        parts += [Batch(current={a: k}, keep=batch.keep) for a, k in batch.current.items()]
         for part in parts:
             try:
                 self.store.write(part)

@@ -21,6 +21,7 @@ from fxtr.experiment._entity import BoundID, Entity
 from fxtr.experiment._graph import Value
 from fxtr.experiment._records import Invocation
 from fxtr.experiment._types import check_value, format_dims, is_entity_type, type_name
+from fxtr.experiment._why import explain
 from fxtr.models._classify import classify, failure_category
 from fxtr.store import CacheEntry
 
@@ -49,6 +50,12 @@ async def invoke(
         input_fingerprints=fps,
         attempt=run.attempt,
     )
+    if replaced is not None:  # it runs at a known address: say what changed
+        found = CacheEntry.from_text(replaced)
+        inv.found = found.key
+        inv.changed = explain(run, step, fps, found)
+    elif address in run.damaged:
+        inv.changed = ["the entry was damaged (recomputed)"]
     step_sem = step_semaphore(run, step)
     try:
         async with run.sem:
@@ -88,15 +95,20 @@ async def invoke(
         "job_id": run.job_id,
         "created_at": inv.ended_at,
     }
-    entry = CacheEntry(fp or "", version_str(step.version), text, usage, meta)
+    code = code_reached(inv.model_calls) if inv.calls else None
+    entry = CacheEntry(fp or "", version_str(step.version), text, usage, meta, code=code)
     batch = run.queue()
-    batch.entries[address] = entry.to_text()
-    if replaced is not None:
-        batch.replaced[address] = replaced
+    batch.entries[address] = entry.to_text()  # the store keeps the entry it displaces
     batch.released.append(address)
     run.held.discard(address)
     run.finish(inv)
     return Value(value if not isinstance(value, Entity) else BoundID.of(value))
+
+
+def code_reached(calls: list[dict[str, Any]]) -> dict[str, str] | None:
+    """The code a step's model calls reached, by model (a mock's reply function's digest)."""
+    code = {f"{c.get('provider')}/{c['model']}": c["code"] for c in calls if c.get("code")}
+    return code or None
 
 
 def failed(run: Run, step: StepDefinition[..., Any], inv: Invocation, exc: BaseException) -> Value:

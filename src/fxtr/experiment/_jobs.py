@@ -25,7 +25,7 @@ from fxtr.experiment._records import Invocation, StoredRecords, WorkflowRun
 from fxtr.experiment._types import bound_target, check_value, is_entity_type, type_name
 from fxtr.experiment.errors import SignatureError
 from fxtr.store import Store, open_store
-from fxtr.store._base import redact_json
+from fxtr.store._base import DEFAULT_KEEP, redact_json
 
 JobStatus = Literal["succeeded", "failed", "needs_review"]
 CONFLICT_POLICIES = ("review", "overwrite")
@@ -110,7 +110,10 @@ def _source_file(workflow: WorkflowDefinition[..., Any]) -> str | None:
         return None
 
 
-def _check_options(conflict: str, concurrency: int) -> None:
+def _check_options(conflict: str, concurrency: int, cache_keep: int = DEFAULT_KEEP) -> None:
+    if not isinstance(cache_keep, int) or isinstance(cache_keep, bool) or cache_keep < 1:
+        msg = f"cache_keep must be a positive int (entries kept per address), got {cache_keep!r}."
+        raise ValueError(msg)
     if conflict not in CONFLICT_POLICIES:
         msg = f"{conflict!r} is not a valid conflict policy. Valid policies: review, overwrite."
         raise ValueError(msg)
@@ -289,6 +292,7 @@ async def _attempt(
     on_invocation: Any,
     hermetic: bool = True,
     run_tag: str | None = None,
+    cache_keep: int = DEFAULT_KEEP,
 ) -> JobResult:
     if hermetic:
         install_hermetic()
@@ -317,6 +321,7 @@ async def _attempt(
         executor=executor,
         hermetic=hermetic,
         shared=run_tag is not None,
+        keep=cache_keep,
         holder=f"{socket.gethostname()}:{os.getpid()}:{job_id}:{attempt}:{uuid.uuid4().hex[:6]}",
     )
     run.on_invocation = on_invocation
@@ -425,6 +430,7 @@ async def launch(
     hermetic: bool = True,
     run_tag: str | None = None,
     root: str | None = None,
+    cache_keep: int = DEFAULT_KEEP,
 ) -> JobResult:
     """Run a job: one root workflow over its inputs.
 
@@ -433,9 +439,9 @@ async def launch(
         inputs: per parameter, an ``Array``, a plain value (a scalar), or an entity where
             the workflow expects ``BoundID[T]`` (stored first).
         store: the project store directory (created if missing).
-        conflict: ``"review"`` leaves invocations whose cached result came from other inputs
-            or code unrun and ends the job ``needs_review``; ``"overwrite"`` reruns them,
-            keeping the old entries in the history.
+        conflict: ``"review"`` leaves invocations whose address holds results of other
+            inputs or code only unrun and ends the job ``needs_review``; ``"overwrite"``
+            reruns them, keeping the old entries beside the new ones.
         verify: replay the body at the end of the attempt to check it is deterministic.
         concurrency: at most this many steps run at once.
         job_id: an id for the job (default: a new random one).
@@ -448,6 +454,8 @@ async def launch(
         root: the first segment of every address (default: the workflow's name). The
             plugin passes the eval's id, so two evals sharing a workflow never share cache
             entries. Kept in the job record; ``resume`` uses it.
+        cache_keep: entries each address keeps, one per fingerprint (default 20): a run
+            whose inputs match any of them is served from it.
 
     Returns:
         The attempt's ``JobResult``; failures of steps are in it, not raised.
@@ -460,7 +468,7 @@ async def launch(
     if not isinstance(workflow, WorkflowDefinition):
         msg = f"launch() needs a @workflow, got {workflow!r}."
         raise TypeError(msg)
-    _check_options(conflict, concurrency)
+    _check_options(conflict, concurrency, cache_keep)
     root = workflow.name if root is None else _check_root(root)
     st = _open(store)
     commit, dirty = _git_commit()
@@ -494,6 +502,7 @@ async def launch(
         on_invocation=on_invocation,
         hermetic=hermetic,
         run_tag=run_tag,
+        cache_keep=cache_keep,
     )
 
 
@@ -510,6 +519,7 @@ async def resume(
     hermetic: bool = True,
     run_tag: str | None = None,
     root: str | None = None,
+    cache_keep: int = DEFAULT_KEEP,
 ) -> JobResult:
     """Start the next attempt of a job: only failed, skipped or never-run invocations run.
 
@@ -522,7 +532,7 @@ async def resume(
         LookupError: the root workflow can no longer be imported (pass ``workflow=``).
         DeterminismError: the body schedules differently than the record.
     """
-    _check_options(conflict, concurrency)
+    _check_options(conflict, concurrency, cache_keep)
     st = _open(store)
     record = st.get_job(job_id)
     wf = workflow or find_workflow(record["workflow_path"], record.get("workflow_file"))
@@ -552,6 +562,7 @@ async def resume(
         on_invocation=on_invocation,
         hermetic=hermetic,
         run_tag=run_tag,
+        cache_keep=cache_keep,
     )
 
 

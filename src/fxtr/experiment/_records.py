@@ -73,6 +73,12 @@ class Invocation:
     """Hermeticity notices: files read, environment consulted, files written."""
     conflict: dict[str, Any] | None = None
     """For ``needs_review``: what differs from the cached entry (inputs, source, version)."""
+    changed: list[str] = dataclasses.field(default_factory=list)
+    """Not served from the cache although its address held an entry: what differs from that
+    entry (``case.target``, ``code of STEP``, ``code of mock/NAME``). Empty for a new
+    address."""
+    found: str | None = None
+    """The key of the entry ``changed`` compares with (the one in review, or replaced)."""
     started_at: float | None = None
     ended_at: float | None = None
     attempt: int = 0

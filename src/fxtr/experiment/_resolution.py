@@ -1,11 +1,13 @@
 """Resolution: each planned invocation from the record, the step cache, a claim, or a run.
 
-``resolve`` is the one place where the conflict policy applies: same address and
-fingerprint is a hit; a different fingerprint is ``needs_review`` under ``review``, or a
-rerun (the old entry to the history) under ``overwrite`` or a changed ``version=``; no entry
-is claimed and run. A claim won after another process committed the address is read again
-and goes through the same policy. The runner (``_engine``) calls ``resolve``; ``resolve``
-calls ``_replay`` in a verifying pass and ``_invocation.invoke`` to run a step.
+``resolve`` is the one place where the conflict policy applies: an address keeps up to
+``keep`` entries, one per fingerprint; the current one's fingerprint, or a kept one's (which
+becomes current), is a hit; a fingerprint the address never held is ``needs_review`` under
+``review``, or a rerun (the current entry kept) under ``overwrite`` or a changed
+``version=``; no entry is claimed and run. A claim won after another process committed the
+address is read again and goes through the same policy. The runner (``_engine``) calls
+``resolve``; ``resolve`` calls ``_replay`` in a verifying pass and ``_invocation.invoke`` to
+run a step.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from fxtr.experiment._graph import Value, decoded
 from fxtr.experiment._invocation import invoke
 from fxtr.experiment._records import Invocation
 from fxtr.experiment._replay import replayed
+from fxtr.experiment._why import explain
+from fxtr.models._mock import code_changed
 from fxtr.store import CacheEntry
 
 YIELD_AFTER = 0.05
@@ -34,31 +38,46 @@ if TYPE_CHECKING:
 
 Decision = tuple[str, Any]
 """What the conflict policy says about an entry: ``("hit", value)``, ``("review", value)``
-(the invocation's outcome, already recorded), or ``("run", replaced)`` (the entry text that
-goes to the history, or None)."""
+(the invocation's outcome, already recorded), or ``("run", replaced)`` (the text of the
+current entry the run displaces, kept at the address, or None)."""
+
+
+def matches(entry: CacheEntry, fp: str | None) -> bool:
+    """Whether an entry holds the result for a fingerprint (and the code its calls reached)."""
+    return entry.fingerprint == fp and (entry.code is None or not code_changed(entry.code))
 
 
 def decide(
-    run: Run, step: StepDefinition[..., Any], plan: Plan, entry: CacheEntry | None
+    run: Run,
+    step: StepDefinition[..., Any],
+    plan: Plan,
+    entry: CacheEntry | None,
+    kept: list[CacheEntry] | None = None,
 ) -> Decision:
-    """The conflict policy, for the entry found at a planned invocation's address.
+    """The conflict policy, for the entries found at a planned invocation's address.
 
-    Same fingerprint: a hit. No entry, or a damaged one (counted in ``run.damaged``): run. A
-    different fingerprint: under ``review`` (the default) the invocation awaits review and
-    does not run; under ``overwrite``, or when the step's ``version=`` changed on purpose, it
-    runs and the old entry goes to the history.
+    ``entry`` is the current one, ``kept`` the address's other entries with the same
+    fingerprint (``Store.get_kept``). The current entry's fingerprint: a hit. A kept entry's:
+    a hit, and it becomes current. No entry, or a damaged one (counted in ``run.damaged``):
+    run. A fingerprint the address never held: under ``review`` (the default) the invocation
+    awaits review and does not run; under ``overwrite``, or when the step's ``version=``
+    changed on purpose, it runs and the current entry is kept beside the new one.
     """
     address, fps, fp = plan.address, plan.fps, plan.fingerprint
     if entry is None:
         return "run", None
+    if not entry.damaged and matches(entry, fp):
+        return "hit", hit(run, step, address, fps, fp, entry)
+    for other in kept or ():
+        if not other.damaged and matches(other, fp):
+            run.queue().current[address] = other.key
+            return "hit", hit(run, step, address, fps, fp, other)
     if entry.damaged:  # never served: recomputed, and counted
         run.damaged[address] = None
         return "run", None
-    if entry.fingerprint == fp:
-        return "hit", hit(run, step, address, fps, fp, entry)
     if entry.version != version_str(step.version) or run.conflict == "overwrite":
         return "run", entry.to_text()
-    conflict = conflict_of(step, entry, fps)
+    conflict = conflict_of(run, step, entry, fps)
     inv = Invocation(
         address,
         step.name,
@@ -66,6 +85,8 @@ def decide(
         fingerprint=fp,
         input_fingerprints=fps,
         conflict=conflict,
+        changed=conflict["changed"],
+        found=entry.key,
         attempt=run.attempt,
         error=f"cache conflict: {conflict['summary']}",
     )
@@ -103,9 +124,11 @@ async def resolve(
                 todo.append(i)
     if todo:
         entries = run.store.get_entries([plans[i].address for i in todo])
+        kept = kept_for(run, [plans[i] for i in todo], entries)
         to_run: list[tuple[int, str | None]] = []
         for i in todo:
-            verdict, value = decide(run, step, plans[i], entries.get(plans[i].address))
+            address = plans[i].address
+            verdict, value = decide(run, step, plans[i], entries.get(address), kept.get(address))
             if verdict == "run":
                 to_run.append((i, value))
             else:
@@ -113,6 +136,25 @@ async def resolve(
         if to_run:
             await _claim_and_run(run, step, plans, bindings, to_run, out)
     return typing.cast("list[Value]", out)
+
+
+def kept_for(
+    run: Run, plans: list[Plan], entries: dict[str, CacheEntry]
+) -> dict[str, list[CacheEntry]]:
+    """The kept entries with each plan's fingerprint, where the current entry is another's.
+
+    Nothing is read when every current entry matches (a cached rerun).
+    """
+    wanted = {}
+    for plan in plans:
+        entry = entries.get(plan.address)
+        if (
+            entry is not None
+            and plan.fingerprint is not None
+            and not matches(entry, plan.fingerprint)
+        ):
+            wanted[plan.address] = plan.fingerprint
+    return run.store.get_kept(wanted) if wanted else {}
 
 
 async def _claim_and_run(
@@ -129,6 +171,7 @@ async def _claim_and_run(
     # the won ones again, so a result is never computed twice, nor replaced unreviewed
     won = [plans[i].address for i, _ in to_run if claims[plans[i].address] is None]
     landed = run.store.get_entries(won) if won else {}
+    landed_kept = kept_for(run, [plans[i] for i, _ in to_run if plans[i].address in landed], landed)
     failed = failed_elsewhere(run, [a for a in won if a not in landed])
     mine: list[tuple[int, str | None]] = []
     theirs: list[tuple[int, str | None]] = []
@@ -143,7 +186,7 @@ async def _claim_and_run(
             continue
         entry = landed.get(address)
         if entry is not None and (replaced is None or entry.to_text() != replaced):
-            verdict, value = decide(run, step, plans[i], entry)
+            verdict, value = decide(run, step, plans[i], entry, landed_kept.get(address))
             if verdict != "run":
                 run.queue().released.append(address)
                 out[i] = value
@@ -271,7 +314,7 @@ async def await_claim(
     while True:
         await asyncio.sleep(run.store.wait_hint())
         entry = run.store.get_entry(address)
-        if entry is not None and entry.fingerprint == fp:
+        if entry is not None and not entry.damaged and matches(entry, fp):
             return hit(run, step, address, plan.fps, fp, entry)
         failed = failed_elsewhere(run, [address]).get(address)
         if failed is not None:
@@ -280,7 +323,8 @@ async def await_claim(
             # the holder may have finished between our read and our claim
             entry = run.store.get_entry(address)
             if entry is not None and (replaced is None or entry.to_text() != replaced):
-                verdict, value = decide(run, step, plan, entry)
+                kept = kept_for(run, [plan], {address: entry}).get(address)
+                verdict, value = decide(run, step, plan, entry, kept)
                 if verdict != "run":
                     run.queue().released.append(address)
                     return value  # type: ignore[no-any-return]
@@ -294,23 +338,31 @@ def version_str(version: Any) -> str | None:
 
 
 def conflict_of(
-    step: StepDefinition[..., Any], entry: CacheEntry, fps: dict[str, str]
+    run: Run, step: StepDefinition[..., Any], entry: CacheEntry, fps: dict[str, str]
 ) -> dict[str, Any]:
+    """What a review is about: the inputs, code and models that differ from the entry."""
     meta = entry.meta
     cached_inputs = meta.get("inputs", {})
     changed = sorted(k for k in set(fps) | set(cached_inputs) if fps.get(k) != cached_inputs.get(k))
+    parts = explain(run, step, fps, entry)
+    inputs = [p for p in parts if p.split(".")[0].split("[")[0].split(" ")[0] in changed]
+    source = meta.get("source") != step.source_hash
     what = []
     if changed:
-        what.append(f"input(s) {', '.join(changed)} changed")
-    if meta.get("source") != step.source_hash:
-        what.append(f"the source of step {step.name!r} changed (code drift)")
+        what.append(f"input(s) {', '.join(changed)} changed ({', '.join(inputs) or '?'})")
+    if source:
+        what.append(f"code of {step.name} changed (code drift)")
+    models = [p for p in parts if p.startswith("code of ") and p != f"code of {step.name}"]
+    if models:
+        what.append(f"{', '.join(models)} changed (a mock model's reply)")
     if not what:
         what.append("the fingerprint changed")
     return {
         "inputs": changed,
-        "source": meta.get("source") != step.source_hash,
+        "source": source,
+        "changed": parts,
         "cached_job": meta.get("job_id"),
         "summary": "; ".join(what)
-        + ". Rerun with conflict='overwrite' (--fxtr-cache-conflict=overwrite) to replace it; "
-        "the old result is kept in the history",
+        + ". Rerun with conflict='overwrite' (--fxtr-cache-conflict=overwrite) to run it; "
+        "the entry it replaces stays kept (`fxtr cache why ADDRESS` says what changed)",
     }

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import ast
 import asyncio
+import functools
+import hashlib
+import inspect
 import itertools
-from collections.abc import Callable, Sequence
+import json
+import re
+import textwrap
+import types
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from fxtr.models._observe import observe
@@ -23,6 +31,143 @@ from fxtr.models._types import (
 )
 
 Reply = str | Sequence[str] | Callable[[ModelRequest], "str | ModelResponse | ModelCallFailure"]
+
+
+_CODE: dict[str, str] = {}
+"""The digest of the reply of the latest ``MockModelAPI`` made in this process, by name."""
+
+
+def reply_digest(reply: Reply) -> str:
+    """A digest of what a mock answers with: its strings, or its reply function's code.
+
+    For a function: its syntax tree (comments, formatting and docstrings aside), the values
+    it closes over and its defaults, and the module globals it names that are data (texts,
+    numbers, lists, dicts, compiled patterns) or functions of its own module (their code, in
+    turn). Editing any of them changes the digest; so does editing the line a lambda is on.
+    """
+    h = hashlib.sha256()
+    if isinstance(reply, str):
+        parts: Iterator[str] = iter(["str", reply])
+    elif callable(reply):
+        parts = _code_parts(reply, getattr(reply, "__module__", None), set())
+    else:
+        parts = iter(["list", json.dumps(list(reply))])
+    for part in parts:
+        h.update(part.encode("utf-8", "surrogatepass") + b"\0")
+    return h.hexdigest()[:16]
+
+
+def code_changed(code: dict[str, str]) -> list[str]:
+    """The models among ``code`` (``"mock/NAME": digest``) whose reply differs now.
+
+    A mock this process has not made (yet) is not known to differ.
+    """
+    out = []
+    for name, digest in code.items():
+        provider, _, model = name.partition("/")
+        now = _CODE.get(model) if provider == "mock" else None
+        if now is not None and now != digest:
+            out.append(name)
+    return out
+
+
+def _code_parts(fn: Any, module: str | None, seen: set[int]) -> Iterator[str]:
+    if isinstance(fn, functools.partial):
+        yield f"partial:{_data(fn.args)}:{_data(fn.keywords)}"
+        fn = fn.func
+    fn = inspect.unwrap(fn)
+    if id(fn) in seen:
+        return
+    seen.add(id(fn))
+    if isinstance(fn, types.MethodType):
+        yield f"self:{_data(getattr(fn.__self__, '__dict__', None))}"
+        fn = fn.__func__
+    code = getattr(fn, "__code__", None)
+    if code is None:  # a callable object: its class's __call__ and its attributes
+        cls = type(fn)
+        call = cls.__dict__.get("__call__")
+        attrs = _data(getattr(fn, "__dict__", None))
+        yield f"object:{cls.__module__}.{cls.__qualname__}:{attrs}"
+        if isinstance(call, types.FunctionType):
+            yield from _code_parts(call, module, seen)
+        return
+    yield _source(fn, code)
+    yield f"defaults:{_data(fn.__defaults__)}:{_data(fn.__kwdefaults__)}"
+    for name, cell in zip(code.co_freevars, fn.__closure__ or (), strict=False):
+        try:
+            value = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        yield from _named(name, value, module, seen)
+    namespace = getattr(fn, "__globals__", {})
+    for name in sorted(_names(code)):
+        if name in namespace:
+            yield from _named(name, namespace[name], module, seen)
+
+
+def _named(name: str, value: Any, module: str | None, seen: set[int]) -> Iterator[str]:
+    if isinstance(value, types.FunctionType):
+        if value.__module__ == module:
+            yield f"function {name}"
+            yield from _code_parts(value, module, seen)
+    elif isinstance(value, re.Pattern):
+        yield f"{name}=re:{value.pattern!r}:{value.flags}"
+    elif not isinstance(value, type | types.ModuleType | types.BuiltinFunctionType):
+        data = _data(value)
+        if data is not None:
+            yield f"{name}={data}"
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """The global names a code object (and the functions nested in it) use."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+def _data(value: Any) -> str | None:
+    """A value's canonical JSON, or None when it is not plain data."""
+    try:
+        return json.dumps(value, sort_keys=True, default=_plain)
+    except (TypeError, ValueError):
+        return None
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=repr)
+    if isinstance(value, tuple):
+        return list(value)
+    raise TypeError
+
+
+def _source(fn: Any, code: types.CodeType) -> str:
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+        top = tree.body[0] if tree.body else None
+        if isinstance(top, ast.FunctionDef | ast.AsyncFunctionDef):
+            top.name = "_"  # renaming a reply function changes nothing it answers
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if (
+                isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+                and body
+                and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)
+            ):
+                node.body = body[1:] or [ast.Pass()]
+        return ast.dump(tree, include_attributes=False)
+    except (OSError, TypeError, SyntaxError, IndexError):
+        return _bytecode(code)
+
+
+def _bytecode(code: types.CodeType) -> str:
+    """A code object's instructions, constants and names: the same in every process."""
+    consts = [_bytecode(c) if isinstance(c, types.CodeType) else repr(c) for c in code.co_consts]
+    return f"{code.co_code.hex()}|{consts}|{code.co_names}"
 
 
 def estimate_tokens(text: str) -> int:
@@ -71,6 +216,10 @@ class MockModelAPI:
         self.price_as = price_as
         self.requests: list[ModelRequest] = []
         """Every request received, in order (for tests and for inspection)."""
+        self.code = reply_digest(reply)
+        """The digest of ``reply`` (``reply_digest``): every call records it, and a cached
+        result of calls to this model is served only while it is unchanged."""
+        _CODE[model_name] = self.code
         if isinstance(reply, str):
             self._next: Callable[[ModelRequest], Any] = lambda request: reply
         elif callable(reply):
@@ -96,6 +245,7 @@ class MockModelAPI:
 
         limiter = call_limiter.get()
         async with observe(self.model_name, request, self.provider) as call:
+            call.code = self.code
             self.requests.append(request)
             if limiter is not None:
                 async with limiter(self.provider):

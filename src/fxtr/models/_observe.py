@@ -19,12 +19,15 @@ if TYPE_CHECKING:
 class CallSlot:
     """Where a model API puts its response for the recorder to read."""
 
-    __slots__ = ("node", "response")
+    __slots__ = ("code", "node", "response")
 
     def __init__(self, node: Any = None) -> None:
         self.node = node
         """The recorder's node for this call, if it made one."""
         self.response: ModelResponse | None = None
+        self.code: str | None = None
+        """A digest of the code that answers (a mock's reply function), recorded with the
+        call: the cache entry of the step keeps it, and serves it only while it holds."""
 
 
 Observer = Callable[[str, "ModelRequest", "str | None"], AbstractAsyncContextManager[CallSlot]]

@@ -73,9 +73,23 @@ class CacheEntry:
     not match its checksum, or whose text cannot be parsed, is read as a *damaged* entry
     (``damaged`` true, nothing else usable): the engine treats it as a miss and recomputes
     it, never serves it. Entries written before checksums (no ``#`` line) are read as before.
+
+    The fingerprint line may carry, after a space, the JSON of ``code``: the code the step's
+    calls reached that its fingerprint could not know before it ran (a mock model's reply
+    function, ``"mock/NAME": digest``). An address keeps one entry per ``key``: the
+    fingerprint, plus a digest of ``code`` when there is some.
     """
 
-    __slots__ = ("_meta", "_meta_text", "damaged", "fingerprint", "result", "usage", "version")
+    __slots__ = (
+        "_meta",
+        "_meta_text",
+        "code",
+        "damaged",
+        "fingerprint",
+        "result",
+        "usage",
+        "version",
+    )
 
     def __init__(
         self,
@@ -86,6 +100,7 @@ class CacheEntry:
         meta: dict[str, Any] | None = None,
         meta_text: str | None = None,
         damaged: bool = False,
+        code: dict[str, str] | None = None,
     ) -> None:
         self.fingerprint = fingerprint
         self.version = version
@@ -97,11 +112,18 @@ class CacheEntry:
         self._meta_text = meta_text
         self.damaged = damaged
         """The stored entry failed its checksum or could not be parsed: not a result."""
+        self.code = code or None
+        """Code reached at run time, by name (``"mock/NAME"``) and digest; None: none."""
 
     @classmethod
     def damaged_entry(cls) -> CacheEntry:
         """What a damaged stored entry reads as."""
         return cls("", None, "", None, {}, None, damaged=True)
+
+    @property
+    def key(self) -> str:
+        """What an address keeps one entry per: the fingerprint (and the code it reached)."""
+        return entry_key(self.fingerprint, self.code)
 
     @property
     def meta(self) -> dict[str, Any]:
@@ -114,8 +136,11 @@ class CacheEntry:
         """The stored form."""
         meta = self._meta_text if self._meta is None else json.dumps(self._meta)
         usage = json.dumps(self.usage) if self.usage else ""
+        fp = self.fingerprint
+        if self.code:
+            fp += " " + json.dumps(self.code, sort_keys=True, separators=(",", ":"))
         return (
-            f"#{checksum_of(self.result)}\n{self.fingerprint}\n{self.version or ''}\n"
+            f"#{checksum_of(self.result)}\n{fp}\n{self.version or ''}\n"
             f"{usage}\n{self.result}\n{meta or '{}'}"
         )
 
@@ -128,8 +153,15 @@ class CacheEntry:
                 head, _, text = text.partition("\n")
                 checksum = head[1:]
             fp, version, usage, result, meta = text.split("\n", 4)
+            fp, _, code = fp.partition(" ")
             entry = cls(
-                fp, version or None, result, json.loads(usage) if usage else None, None, meta
+                fp,
+                version or None,
+                result,
+                json.loads(usage) if usage else None,
+                None,
+                meta,
+                code=json.loads(code) if code else None,
             )
         except (ValueError, TypeError, AttributeError):
             return cls.damaged_entry()
@@ -146,15 +178,21 @@ class CacheEntry:
         result: str,
         meta: str,
         checksum: str | None,
+        code: str | None = None,
     ) -> CacheEntry:
         """An entry from a database row; a damaged entry when it fails its checksum."""
         try:
             parsed = json.loads(usage) if usage else None
+            reached = json.loads(code) if code else None
         except ValueError:
             return cls.damaged_entry()
         if checksum is not None and checksum != checksum_of(result):
             return cls.damaged_entry()
-        return cls(fingerprint, version, result, parsed, None, meta)
+        return cls(fingerprint, version, result, parsed, None, meta, code=reached)
+
+    def code_text(self) -> str | None:
+        """``code`` as the database column keeps it (canonical JSON), or None."""
+        return json.dumps(self.code, sort_keys=True, separators=(",", ":")) if self.code else None
 
     def as_dict(self) -> dict[str, Any]:
         """Everything, as one JSON-able dict (history and ``fxtr cache``)."""
@@ -165,6 +203,8 @@ class CacheEntry:
             "usage": self.usage,
             **self.meta,
         }
+        if self.code:
+            out["code"] = self.code
         if self.damaged:
             out["damaged"] = True
         return out
@@ -173,11 +213,30 @@ class CacheEntry:
     def from_dict(cls, data: dict[str, Any]) -> CacheEntry:
         """Rebuild from ``as_dict``."""
         rest = {
-            k: v for k, v in data.items() if k not in ("fingerprint", "version", "result", "usage")
+            k: v
+            for k, v in data.items()
+            if k not in ("fingerprint", "version", "result", "usage", "code", "damaged")
         }
         return cls(
-            data["fingerprint"], data.get("version"), data["result"], data.get("usage"), rest
+            data["fingerprint"],
+            data.get("version"),
+            data["result"],
+            data.get("usage"),
+            rest,
+            code=data.get("code"),
         )
+
+
+def entry_key(fingerprint: str, code: dict[str, str] | None) -> str:
+    """The key an address keeps one entry per (``CacheEntry.key``)."""
+    if not code:
+        return fingerprint
+    text = json.dumps(code, sort_keys=True, separators=(",", ":"))
+    return fingerprint + "+" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+DEFAULT_KEEP = 20
+"""Entries an address keeps at most (``--fxtr-cache-keep``, ``cache_keep=``)."""
 
 
 def keeps(old: dict[str, Any], new: dict[str, Any]) -> bool:
@@ -200,9 +259,13 @@ class Batch:
     """Writes gathered while the event loop runs, committed together in one transaction."""
 
     entries: dict[str, str] = dataclasses.field(default_factory=dict)
-    """New cache entries by address (``CacheEntry.to_text``)."""
-    replaced: dict[str, str] = dataclasses.field(default_factory=dict)
-    """Entries moved to the history before being replaced, by address."""
+    """New cache entries by address (``CacheEntry.to_text``): each becomes its address's
+    current entry; the one it displaces is kept (one per key), past ``keep`` the entry that
+    was current longest ago goes."""
+    current: dict[str, str] = dataclasses.field(default_factory=dict)
+    """Kept entries that became current again (a hit), by address: the entry's key."""
+    keep: int = DEFAULT_KEEP
+    """Entries an address keeps at most, the current one included."""
     released: list[str] = dataclasses.field(default_factory=list)
     """Addresses whose claims this process gives up."""
     entities: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -218,7 +281,7 @@ class Batch:
     def __bool__(self) -> bool:
         return bool(
             self.entries
-            or self.replaced
+            or self.current
             or self.released
             or self.entities
             or self.invocations
@@ -280,7 +343,8 @@ def _redact_entry(text: str) -> str:
     entry = CacheEntry.from_text(text)
     usage = redact_tree(entry.usage) if entry.usage else None
     result, meta = redact_json_text(entry.result), redact_tree(entry.meta)
-    return CacheEntry(entry.fingerprint, entry.version, result, usage, meta).to_text()
+    redacted = CacheEntry(entry.fingerprint, entry.version, result, usage, meta, code=entry.code)
+    return redacted.to_text()
 
 
 def _redact_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -297,11 +361,12 @@ def redact_batch(batch: Batch) -> Batch:
     usage, metadata), invocation records (errors, tracebacks, logs, results, model calls),
     failure markers, entities and input values. A text without a credential is kept as is (one
     scan of it); the cached result of a step that returned a credential is the redacted one.
-    Entries moved to the history were redacted when they were written.
+    Entries kept at an address were redacted when they were written.
     """
     return Batch(
         entries={a: _redact_entry(t) for a, t in batch.entries.items()},
-        replaced=batch.replaced,
+        current=batch.current,
+        keep=batch.keep,
         released=batch.released,
         entities={k: redact_json_text(t) for k, t in batch.entities.items()},
         invocations={job: _redact_records(rows) for job, rows in batch.invocations.items()},

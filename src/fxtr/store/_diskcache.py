@@ -7,9 +7,14 @@ however many results the cache holds, claims are taken a batch at a time, and op
 store opens one database. Keys of the cache (all ``str``,
 values JSON text):
 
-- ``e|ADDRESS``: the step-cache entry at an address (fingerprint, step, version, source hash,
-  input fingerprints, result).
-- ``h|ADDRESS``: entries an overwrite or a version bump replaced, oldest first.
+- ``e|ADDRESS``: the current step-cache entry at an address (fingerprint, step, version,
+  source hash, input fingerprints, result): a hit on it reads this key only.
+- ``q|ADDRESS|FINGERPRINT``: the address's other kept entries with that fingerprint (a JSON
+  list of entry texts, one per key: usually one), so finding one among N reads one key;
+  ``k|ADDRESS``: their order, ``[[key, fingerprint], ...]``, the one current longest ago
+  first (the next to go past ``keep``, and ``history``'s order).
+- ``h|ADDRESS``: written by fxtr before entries were kept per fingerprint (the replaced
+  entries, oldest first); moved into ``q|``/``k|`` when the store is opened.
 - ``n|ID``: a stored entity's canonical text.
 - ``o|JOB|ATTEMPT``: the operations each workflow invocation scheduled;
   ``w|JOB|ATTEMPT``: the workflow invocations of an attempt. Invocation records live in
@@ -39,7 +44,7 @@ from fxtr.store._tables import ClaimTable, InvocationTable, JobTable
 
 _KINDS = {
     "e": "cache entries",
-    "h": "histories",
+    "k": "addresses with older entries",
     "n": "entities",
     "v": "input values",
     "tc": "tracing tasks",
@@ -83,6 +88,7 @@ class DiskStore:
         """Job records by job id, apart from the cache entries so that listing them is cheap."""
         self.closed = False
         self._move_job_records()
+        self._move_histories()
         from fxtr.experiment._hermetic import register_store
 
         register_store(self.path)
@@ -126,6 +132,33 @@ class DiskStore:
                 text = self.cache.get(key)
                 if text is not None:
                     self.jobs.set(key[2:], text)
+                self.cache.delete(key)
+
+    def _move_histories(self) -> None:
+        """Stores written before entries were kept per fingerprint had ``h|ADDRESS`` lists.
+
+        Each replaced entry becomes a kept entry of its address (the current one stays
+        current; of several with one key the later is kept), oldest first as they were.
+        """
+        keys = self._keys("h|")
+        if not keys:
+            return
+        with self.cache.transact():
+            for key in keys:
+                address = key[2:]
+                text = self.cache.get(key)
+                current = self.cache.get("e|" + address)
+                if text is not None and current is not None:
+                    cur = CacheEntry.from_text(current)
+                    index = self._index(address)
+                    for data in json.loads(text):
+                        try:
+                            entry = CacheEntry.from_dict(data)
+                        except (KeyError, TypeError, AttributeError):
+                            continue  # not an entry: nothing to serve
+                        if entry.key != cur.key:
+                            self._keep(address, entry, index)
+                    self._set_index(address, index)
                 self.cache.delete(key)
 
     def __repr__(self) -> str:
@@ -174,40 +207,51 @@ class DiskStore:
         return out
 
     def get_entry(self, address: str) -> CacheEntry | None:
-        """The cache entry at one address, if any."""
+        """The current cache entry at one address, if any."""
         text = self.cache.get("e|" + address)
         return None if text is None else CacheEntry.from_text(text)
 
+    def get_kept(self, wanted: dict[str, str]) -> dict[str, list[CacheEntry]]:
+        """Kept (not current) entries with a fingerprint, per address: ``{address: fp}``.
+
+        One key per address, however many entries it keeps.
+        """
+        keys = {f"q|{address}|{fp}": address for address, fp in wanted.items()}
+        texts = self._get_many(list(keys))
+        return {keys[k]: [CacheEntry.from_text(t) for t in json.loads(v)] for k, v in texts.items()}
+
     def history(self, address: str) -> list[dict[str, Any]]:
-        """Entries that replaced ones at ``address`` pushed out, oldest first."""
-        text = self.cache.get("h|" + address)
-        return [] if text is None else json.loads(text)
+        """The kept entries at ``address`` other than the current one, current longest ago first."""
+        with self.cache.transact():
+            out = []
+            for key, fp in self._index(address):
+                entry = self._kept_entry(address, key, fp)
+                if entry is not None:
+                    out.append(entry.as_dict())
+            return out
 
     def restore(self, address: str, index: int = -1) -> dict[str, Any]:
-        """Put a history entry back at ``address``; the current entry goes to the history.
+        """Make a kept entry current again (``history``'s numbering); the current one is kept.
 
         Raises:
             KeyError: the address has no history (or no entry at ``index``).
         """
         with self.cache.transact():
-            history = self.history(address)
-            if not history:
+            order = self._index(address)
+            if not order:
                 msg = f"No history at address {address!r} in {self.path}; nothing to restore."
                 raise KeyError(msg)
             try:
-                entry = history.pop(index)
+                key, _ = order[index]
             except IndexError:
-                msg = f"Address {address!r} has {len(history)} history entries; no {index}."
+                msg = f"Address {address!r} has {len(order)} history entries; no {index}."
                 raise KeyError(msg) from None
-            current = self.cache.get("e|" + address)
-            if current is not None:
-                history.append(CacheEntry.from_text(current).as_dict())
-            self.cache.set("h|" + address, json.dumps(history))
-            self.cache.set("e|" + address, CacheEntry.from_dict(entry).to_text())
-        return entry
+            entry = self._promote(address, key, len(order) + 1)
+            assert entry is not None
+        return entry.as_dict()
 
     def iter_entries(self) -> Iterator[tuple[str, CacheEntry]]:
-        """Every cache entry, with its address (in address order)."""
+        """Every current cache entry, with its address (in address order)."""
         keys = self._keys("e|")
         for start in range(0, len(keys), 500):
             texts = self._get_many(keys[start : start + 500])
@@ -215,6 +259,96 @@ class DiskStore:
                 text = texts.get(key)
                 if text is not None:
                     yield key[2:], CacheEntry.from_text(text)
+
+    # kept entries (inside the caller's transaction) -------------------------------------
+
+    def _index(self, address: str) -> list[list[str]]:
+        text = self.cache.get("k|" + address)
+        return [] if text is None else list(json.loads(text))
+
+    def _set_index(self, address: str, index: list[list[str]]) -> None:
+        if index:
+            self.cache.set("k|" + address, json.dumps(index))
+        else:
+            self.cache.delete("k|" + address)
+
+    def _group(self, address: str, fp: str) -> list[str]:
+        text = self.cache.get(f"q|{address}|{fp}")
+        return [] if text is None else list(json.loads(text))
+
+    def _set_group(self, address: str, fp: str, texts: list[str]) -> None:
+        if texts:
+            self.cache.set(f"q|{address}|{fp}", json.dumps(texts))
+        else:
+            self.cache.delete(f"q|{address}|{fp}")
+
+    def _kept_entry(self, address: str, key: str, fp: str) -> CacheEntry | None:
+        for text in self._group(address, fp):
+            entry = CacheEntry.from_text(text)
+            if entry.damaged or entry.key == key:
+                return entry
+        return None
+
+    def _keep(self, address: str, entry: CacheEntry, index: list[list[str]]) -> None:
+        """Keep an entry that stops being current (the newest of the kept ones)."""
+        self._unkeep(address, entry.key, entry.fingerprint, index)
+        group = self._group(address, entry.fingerprint)
+        group.append(entry.to_text())
+        self._set_group(address, entry.fingerprint, group)
+        index.append([entry.key, entry.fingerprint])
+
+    def _unkeep(self, address: str, key: str, fp: str, index: list[list[str]]) -> str | None:
+        """Take an entry out of the kept ones; its text, if it was kept."""
+        if [key, fp] not in index:
+            return None
+        index.remove([key, fp])
+        found = None
+        rest = []
+        for text in self._group(address, fp):
+            if found is None and CacheEntry.from_text(text).key == key:
+                found = text
+            else:
+                rest.append(text)
+        self._set_group(address, fp, rest)
+        return found
+
+    def _evict(self, address: str, index: list[list[str]], keep: int) -> None:
+        """Past ``keep`` entries (the current one included), the ones current longest ago go."""
+        while index and len(index) + 1 > keep:
+            key, fp = index[0]
+            self._unkeep(address, key, fp, index)
+
+    def _install(self, address: str, text: str, current: str | None, keep: int) -> None:
+        """A new entry becomes current; the one it displaces is kept."""
+        index: list[list[str]] = []
+        if current is not None:
+            new_key = CacheEntry.from_text(text).key
+            index = self._index(address)
+            old = CacheEntry.from_text(current)
+            if not old.damaged and old.key != new_key:
+                self._keep(address, old, index)
+            self._unkeep(address, new_key, new_key.partition("+")[0], index)
+            self._evict(address, index, keep)
+            self._set_index(address, index)
+        self.cache.set("e|" + address, text)
+
+    def _promote(self, address: str, key: str, keep: int) -> CacheEntry | None:
+        """A kept entry becomes current again; None when it is no longer kept."""
+        current = self.cache.get("e|" + address)
+        if current is not None and CacheEntry.from_text(current).key == key:
+            return None
+        index = self._index(address)
+        text = self._unkeep(address, key, key.partition("+")[0], index)
+        if text is None:
+            return None
+        if current is not None:
+            old = CacheEntry.from_text(current)
+            if not old.damaged:
+                self._keep(address, old, index)
+        self.cache.set("e|" + address, text)
+        self._evict(address, index, keep)
+        self._set_index(address, index)
+        return CacheEntry.from_text(text)
 
     # claims ---------------------------------------------------------------------------
 
@@ -381,10 +515,10 @@ class DiskStore:
         return {"path": str(self.path), "bytes": self.cache.volume(), **counts}
 
     def clear_cache(self) -> int:
-        """Remove every step-cache entry and its history (job records stay); how many."""
-        entries, histories = self._keys("e|"), self._keys("h|")
+        """Remove every step-cache entry, current or kept (job records stay); how many."""
+        entries = self._keys("e|")
         with self.cache.transact():
-            for key in entries + histories:
+            for key in entries + self._keys("k|") + self._keys("q|"):
                 self.cache.delete(key)
         return len(entries)
 
@@ -419,16 +553,18 @@ class DiskStore:
     # batched writes -------------------------------------------------------------------
 
     def write(self, batch: Batch) -> None:
-        """Commit a batch: entries (history kept), entities, records, claim releases."""
+        """Commit a batch: entries (the ones they displace kept), entities, records, releases."""
         cache = self.cache
+        keep = max(1, batch.keep)
         with cache.transact():
-            for address, old in batch.replaced.items():
-                text = cache.get("h|" + address)
-                history = [] if text is None else json.loads(text)
-                history.append(CacheEntry.from_text(old).as_dict())
-                cache.set("h|" + address, json.dumps(history))
-            for address, text in batch.entries.items():
-                cache.set("e|" + address, text)
+            if batch.entries:
+                # read in the transaction: what another process made current is kept too
+                currents = self._get_many(["e|" + a for a in batch.entries])
+                for address, text in batch.entries.items():
+                    self._install(address, text, currents.get("e|" + address), keep)
+            for address, key in batch.current.items():
+                if address not in batch.entries:
+                    self._promote(address, key, keep)
             for entity_id, text in batch.entities.items():
                 cache.set("n|" + entity_id, text)
             for fp, text in batch.values.items():

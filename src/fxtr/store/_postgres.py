@@ -31,10 +31,13 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise ImportError(msg) from exc
 
 from fxtr.experiment.errors import FxtrError
-from fxtr.store._base import Batch, CacheEntry, checksum_of, parse_job
+from fxtr.store import _postgres_cache as entries
+from fxtr.store._base import Batch, CacheEntry, parse_job
 from fxtr.store._base import pid_alive as _pid_alive
+from fxtr.store._postgres_cache import BUCKETS, COLUMNS, K_COLUMNS
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""1: one entry per address and a history table; 2: entries kept per fingerprint."""
 _HOST = socket.gethostname()
 
 _SCHEMA = [
@@ -66,6 +69,13 @@ _SCHEMA = [
     "CREATE TABLE IF NOT EXISTS fxtr_trace_seq (task_id text PRIMARY KEY, n integer NOT NULL)",
     # the checksum of the result (``checksum_of``); NULL in rows written before it: trusted
     "ALTER TABLE fxtr_entries ADD COLUMN IF NOT EXISTS checksum text",
+    # schema 2: the code reached at run time (``CacheEntry.code``), and the kept entries
+    "ALTER TABLE fxtr_entries ADD COLUMN IF NOT EXISTS code text",
+    """CREATE TABLE IF NOT EXISTS fxtr_kept (
+        address text NOT NULL, key text NOT NULL, fingerprint text NOT NULL, version text,
+        usage text, result text NOT NULL, meta text NOT NULL, checksum text, code text,
+        seq bigserial, PRIMARY KEY (address, key))""",
+    "CREATE INDEX IF NOT EXISTS fxtr_kept_fingerprint ON fxtr_kept (address, fingerprint)",
     # the status of each invocation record, indexed (NULL in rows written before it: the
     # record says): a resume reads the failed ones, or one chunk of addresses
     "ALTER TABLE fxtr_invocations ADD COLUMN IF NOT EXISTS status text",
@@ -155,6 +165,9 @@ class PostgresStore:
             current = row[0] if row else None
             if current is None:
                 conn.execute("INSERT INTO fxtr_schema (version) VALUES (%s)", (SCHEMA_VERSION,))
+            elif current < SCHEMA_VERSION:
+                entries.move_history(conn)
+                conn.execute("UPDATE fxtr_schema SET version = %s", (SCHEMA_VERSION,))
             elif current > SCHEMA_VERSION:
                 msg = (
                     f"The database at {self.path} holds fxtr schema {current}, newer than this "
@@ -173,13 +186,11 @@ class PostgresStore:
         return CacheEntry.from_columns(*row)
 
     def get_entries(self, addresses: Iterable[str]) -> dict[str, CacheEntry]:
-        """The cache entries that exist among ``addresses``, in one query."""
+        """The current cache entries that exist among ``addresses``, in one query."""
         rows = (
             self._conn()
             .execute(
-                "SELECT address, fingerprint, version, usage, result, meta, checksum "
-                "FROM fxtr_entries "
-                "WHERE address = ANY(%s)",
+                f"SELECT address, {COLUMNS} FROM fxtr_entries WHERE address = ANY(%s)",
                 (list(addresses),),
             )
             .fetchall()
@@ -187,98 +198,79 @@ class PostgresStore:
         return {row[0]: self._entry(row[1:]) for row in rows}
 
     def get_entry(self, address: str) -> CacheEntry | None:
-        """The cache entry at one address, if any."""
+        """The current cache entry at one address, if any."""
         return self.get_entries([address]).get(address)
 
-    def history(self, address: str) -> list[dict[str, Any]]:
-        """Entries that replaced ones at ``address`` pushed out, oldest first."""
+    def get_kept(self, wanted: dict[str, str]) -> dict[str, list[CacheEntry]]:
+        """Kept (not current) entries with a fingerprint, per address: ``{address: fp}``."""
+        if not wanted:
+            return {}
         rows = (
             self._conn()
-            .execute("SELECT entry FROM fxtr_history WHERE address = %s ORDER BY id", (address,))
+            .execute(
+                f"SELECT k.address, {K_COLUMNS} FROM fxtr_kept k "
+                "JOIN unnest(%s::text[], %s::text[]) AS w(address, fp) "
+                "ON k.address = w.address AND k.fingerprint = w.fp",
+                (list(wanted), list(wanted.values())),
+            )
             .fetchall()
         )
-        return [json.loads(r[0]) for r in rows]
+        out: dict[str, list[CacheEntry]] = {}
+        for row in rows:
+            out.setdefault(row[0], []).append(self._entry(row[1:]))
+        return out
+
+    def history(self, address: str) -> list[dict[str, Any]]:
+        """The kept entries at ``address`` but the current one, current longest ago first."""
+        rows = (
+            self._conn()
+            .execute(f"SELECT {COLUMNS} FROM fxtr_kept WHERE address = %s ORDER BY seq", (address,))
+            .fetchall()
+        )
+        return [self._entry(row).as_dict() for row in rows]
 
     def restore(self, address: str, index: int = -1) -> dict[str, Any]:
-        """Put a history entry back; the current entry goes to the history.
+        """Make a kept entry current again (``history``'s numbering); the current one is kept.
 
         Raises:
             KeyError: the address has no history (or no entry at ``index``).
         """
         conn = self._conn()
         with conn.transaction():
-            rows = conn.execute(
-                "SELECT id, entry FROM fxtr_history WHERE address = %s ORDER BY id FOR UPDATE",
-                (address,),
-            ).fetchall()
-            if not rows:
+            entries.lock_buckets(conn, [address])
+            keys = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT key FROM fxtr_kept WHERE address = %s ORDER BY seq", (address,)
+                ).fetchall()
+            ]
+            if not keys:
                 msg = f"No history at address {address!r} in {self.path}; nothing to restore."
                 raise KeyError(msg)
             try:
-                row_id, text = rows[index]
+                key = keys[index]
             except IndexError:
-                msg = f"Address {address!r} has {len(rows)} history entries; no {index}."
+                msg = f"Address {address!r} has {len(keys)} history entries; no {index}."
                 raise KeyError(msg) from None
-            entry: dict[str, Any] = json.loads(text)
-            current = conn.execute(
-                "SELECT fingerprint, version, usage, result, meta, checksum FROM fxtr_entries "
-                "WHERE address = %s",
-                (address,),
-            ).fetchone()
-            conn.execute("DELETE FROM fxtr_history WHERE id = %s", (row_id,))
-            if current is not None:
-                conn.execute(
-                    "INSERT INTO fxtr_history (address, entry) VALUES (%s, %s)",
-                    (address, json.dumps(self._entry(current).as_dict())),
-                )
-            self._upsert_entries(conn, {address: CacheEntry.from_dict(entry)})
-        return entry
-
-    @staticmethod
-    def _upsert_entries(conn: Any, entries: dict[str, CacheEntry]) -> None:
-        rows = []
-        for address, entry in entries.items():
-            usage = json.dumps(entry.usage) if entry.usage else None
-            rows.append(
-                (
-                    address,
-                    entry.fingerprint,
-                    entry.version,
-                    usage,
-                    entry.result,
-                    json.dumps(entry.meta),
-                    checksum_of(entry.result),
-                )
-            )
-        with conn.cursor() as cur:
-            cur.executemany(
-                "INSERT INTO fxtr_entries "
-                "(address, fingerprint, version, usage, result, meta, checksum) "
-                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (address) DO UPDATE SET "
-                "fingerprint = EXCLUDED.fingerprint, version = EXCLUDED.version, "
-                "usage = EXCLUDED.usage, result = EXCLUDED.result, meta = EXCLUDED.meta, "
-                "checksum = EXCLUDED.checksum",
-                rows,
-            )
+            entry = entries.make_current(conn, {address: key}, len(keys) + 1)[address]
+        return entry.as_dict()
 
     def iter_entries(self) -> Iterator[tuple[str, CacheEntry]]:
         """Every cache entry, with its address."""
-        rows = (
-            self._conn()
-            .execute(
-                "SELECT address, fingerprint, version, usage, result, meta, checksum "
-                "FROM fxtr_entries"
-            )
-            .fetchall()
-        )
+        rows = self._conn().execute(f"SELECT address, {COLUMNS} FROM fxtr_entries").fetchall()
         for row in rows:
             yield row[0], self._entry(row[1:])
 
     def clear_cache(self) -> int:
-        """Remove every cache entry and its history (job records stay); how many."""
+        """Remove every cache entry, current or kept (job records stay); how many."""
         conn = self._conn()
         with conn.transaction():
+            conn.execute(
+                "SELECT count(pg_advisory_xact_lock(7305842, b)) FROM generate_series(0, %s) b",
+                (BUCKETS - 1,),
+            )
             count = conn.execute("DELETE FROM fxtr_entries").rowcount
+            conn.execute("DELETE FROM fxtr_kept")
             conn.execute("DELETE FROM fxtr_history")
         return int(count)
 
@@ -286,7 +278,7 @@ class PostgresStore:
         """Entry counts by kind and the size of fxtr's tables."""
         tables = {
             "cache entries": "fxtr_entries",
-            "histories": "fxtr_history",
+            "kept entries": "fxtr_kept",
             "claims": "fxtr_claims",
             "entities": "fxtr_entities",
             "jobs": "fxtr_jobs",
@@ -582,18 +574,8 @@ class PostgresStore:
         """Commit a batch in one transaction."""
         conn = self._conn()
         with conn.transaction(), conn.cursor() as cur:
-            if batch.replaced:
-                cur.executemany(
-                    "INSERT INTO fxtr_history (address, entry) VALUES (%s, %s)",
-                    [
-                        (a, json.dumps(CacheEntry.from_text(t).as_dict()))
-                        for a, t in batch.replaced.items()
-                    ],
-                )
-            if batch.entries:
-                self._upsert_entries(
-                    conn, {a: CacheEntry.from_text(t) for a, t in batch.entries.items()}
-                )
+            if batch.entries or batch.current:
+                entries.write_entries(conn, batch)
             if batch.entities:
                 cur.executemany(
                     "INSERT INTO fxtr_entities (id, body) VALUES (%s, %s) ON CONFLICT DO NOTHING",

@@ -422,8 +422,9 @@ async def model_call(
         record.fail(exc)
         raise
     response = slot.response
+    code: dict[str, Any] = {"code": slot.code} if slot.code else {}
     if response is None:
-        record.succeed()
+        record.succeed(**code)
         return
     usage = response.usage
     record.succeed(
@@ -432,6 +433,7 @@ async def model_call(
         cached_input_tokens=usage.cached_input_tokens,
         cost=response.cost,
         reply=response.text,
+        **code,
     )
 
 
