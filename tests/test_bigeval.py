@@ -224,3 +224,30 @@ def test_listing_jobs_reads_no_invocation_record(tmp_path):
     assert node["counts"] == {"succeeded": 29, "failed": 1}
     assert list(view.unfinished()) == ["big.wf/double[key=4]"]
     assert watched.whole_reads == 0
+
+
+def test_the_viewers_first_screen_reads_no_succeeded_record(tmp_path):
+    """The job's head, its graph and its failed invocations: record, summary, status index."""
+    from fxtr.cli._server import Viewer
+
+    SEEN.clear()
+    SEEN["store"] = str(tmp_path / "s")
+    SEEN["fail"] = {4, 9}
+    job = asyncio.run(launch(big, _inputs(40), store=SEEN["store"]))
+    watched = Watched(open_store(SEEN["store"]))
+    viewer = Viewer(watched)
+    (row,) = viewer.jobs()
+    head = viewer.route(f"/api/jobs/{job.job_id}", {})
+    graph = viewer.route(f"/api/jobs/{job.job_id}/graph", {})
+    page = viewer.route(
+        f"/api/jobs/{job.job_id}/invocations", {"op": ["big.wf/double"], "status": ["failed"]}
+    )
+    assert watched.whole_reads == 0
+    assert row["failed"] == 2 and head["status"] == "failed"
+    assert graph["row"]["ran"] == 40
+    assert [i["address"] for i in page["items"]] == [
+        "big.wf/double[key=4]",
+        "big.wf/double[key=9]",
+    ]
+    everything = viewer.route(f"/api/jobs/{job.job_id}/invocations", {})
+    assert everything["total"] == 40 and watched.whole_reads == 1  # all of them, when asked

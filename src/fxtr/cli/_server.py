@@ -88,7 +88,10 @@ def invocation_rows(
     from fxtr.tracing._jobgraph import strip_keys
 
     rows = []
-    for address, inv in sorted(view.invocations.items()):
+    # the failed (or skipped, or in review) ones come from the status index: the first
+    # screen of a large job with failures reads no succeeded record
+    source = view.unfinished() if status and status != "succeeded" else view.invocations
+    for address, inv in sorted(source.items()):
         if op and strip_keys(address) != op:
             continue
         if status and inv["status"] != status:
