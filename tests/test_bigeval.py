@@ -132,7 +132,7 @@ def test_finished_records_share_their_empty_containers(tmp_path):
     result = asyncio.run(launch(big, _inputs(20), store=SEEN["store"]))
     a, b = result.invocations[:2]
     assert a.logs == [] and a.cost_by_model == {} and a.model_calls == []
-    assert a.logs is b.logs and a.cost_by_model is b.cost_by_model
+    assert a.logs is b.logs and a.cost_by_model is b.cost_by_model and a.changed is b.changed
     assert json.dumps(a.to_json())  # still a JSON-able record
     try:
         a.logs.append("late")

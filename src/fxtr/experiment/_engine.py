@@ -92,7 +92,7 @@ STREAM_CHUNK = 512
 STREAM_PUMPS = 3
 """Chunks of one operation in flight at once: while one waits on its slowest invocations,
 the others keep ``concurrency`` steps busy."""
-VALUES_SEEN_MAX = 65_536
+VALUES_SEEN_MAX = 16_384
 """Input fingerprints a pass remembers as queued before it starts afresh (a value queued
 again is written again, the same text under the same key: only memory is saved)."""
 

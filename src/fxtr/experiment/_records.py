@@ -145,6 +145,8 @@ class Invocation:
             self.warnings = EMPTY_LIST
         if not self.model_calls:
             self.model_calls = EMPTY_LIST
+        if not self.changed:
+            self.changed = EMPTY_LIST
         if not self.cost_by_model:
             self.cost_by_model = EMPTY_DICT
         if not self.cost_by_role:
