@@ -62,9 +62,9 @@ def _open_cache(directory: Path) -> diskcache.Cache:
         tag_index=False,
         # SQLite's defaults here (64 MiB of memory-mapped file, 32 MiB of page cache) stood
         # in the resident memory of every process that read a large job's records: reads
-        # go through the OS's file cache instead, and SQLite keeps 8 MiB of pages
+        # go through the OS's file cache instead, and SQLite keeps 4 MiB of pages
         sqlite_mmap_size=0,
-        sqlite_cache_size=2**11,
+        sqlite_cache_size=2**10,
     )
 
 
