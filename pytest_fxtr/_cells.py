@@ -52,7 +52,19 @@ def evaluation_payload(ev: Eval, fail_under: float | None) -> dict[str, Any]:
         )
         payload["numeric"] = True
         return payload
-    partial, missing = job.partial_output, job.missing
+    payload.update(output_cells(job.partial_output, job.missing, job.invocations))
+    return payload
+
+
+def output_cells(partial: Any, missing: Any, invocations: list[Any]) -> dict[str, Any]:
+    """The cells of a job's output, with its dims and whether the scores are numbers.
+
+    Read from the job's (partial) output Array, the keys missing from it and its
+    invocations; the plugin's payload and ``fxtr resume``'s new evaluation share it.
+
+    Returns:
+        ``{"case_dims", "group_dims", "sample_dim", "cells", "numeric"}``.
+    """
     out_dims = list(partial.dims)
     case_dims = [d for d in out_dims if d == CASE]
     group_dims = [d for d in out_dims if d not in (CASE, SAMPLE)]
@@ -78,15 +90,14 @@ def evaluation_payload(ev: Eval, fail_under: float | None) -> dict[str, Any]:
             any_numeric = True
         any_value = any_value or not gone
         cell["values"].append(number)
-    _attach_addresses(by_cell, job.invocations, group_dims, case_dims)
-    payload.update(
-        case_dims=case_dims,
-        group_dims=group_dims,
-        sample_dim=sample,
-        cells=list(by_cell.values()),
-        numeric=any_numeric or not any_value,
-    )
-    return payload
+    _attach_addresses(by_cell, invocations, group_dims, case_dims)
+    return {
+        "case_dims": case_dims,
+        "group_dims": group_dims,
+        "sample_dim": sample,
+        "cells": list(by_cell.values()),
+        "numeric": any_numeric or not any_value,
+    }
 
 
 def _cell(group: dict[str, str], case: dict[str, str]) -> dict[str, Any]:

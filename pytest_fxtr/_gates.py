@@ -63,21 +63,46 @@ def find_baseline(store: Any, ref: str, eval_key: str, run_id: str, here: Path) 
 
 
 def _latest(store: Any, eval_key: str, run_id: str) -> Baseline:
-    """The newest earlier job of the eval that has scores.
+    """The newest earlier job of the eval whose evaluation is complete (DESIGN §8).
 
-    A job where nothing was scored (every case awaited review, say) is no baseline.
+    A job with an invocation left in review, or a group without scores (every case of a
+    model awaited review, say), is never ``latest``: comparing with it would pair nothing.
     """
     candidates = []
     for record in store.iter_jobs():
         evaluation = record.get("evaluation") or {}
         if evaluation.get("eval") != eval_key or record["job_id"].startswith(f"{run_id}-"):
             continue
-        if any(v is not None for c in evaluation.get("cells") or [] for v in c["values"]):
-            candidates.append((record.get("created_at") or 0.0, record["job_id"], evaluation))
-    if not candidates:
-        return Baseline(None, None, None, note=f"no earlier job of {eval_key} has scores")
-    _, job_id, evaluation = max(candidates, key=lambda c: (c[0], c[1]))
-    return Baseline(job_id, "store", evaluation["cells"])
+        candidates.append((record.get("created_at") or 0.0, record["job_id"], record))
+    passed_over = 0
+    for _, job_id, record in sorted(candidates, key=lambda c: (c[0], c[1]), reverse=True):
+        if complete_evaluation(store, record):
+            return Baseline(job_id, "store", record["evaluation"]["cells"])
+        passed_over += 1
+    why = f"no earlier job of {eval_key} has a complete evaluation"
+    if passed_over:
+        why += f" ({passed_over} passed over: a case left in review, or a group without scores)"
+    return Baseline(None, None, None, note=why)
+
+
+def complete_evaluation(store: Any, record: dict[str, Any]) -> bool:
+    """Whether a job can be ``latest``: scored in every group, no invocation left in review.
+
+    The invocations are read only for a failed job (its status hides a review under the
+    failure); a job that ended ``needs_review`` is passed over from its record alone.
+    """
+    evaluation = record.get("evaluation") or {}
+    groups = evaluation.get("groups") or []
+    if not groups or any(g.get("mean") is None for g in groups):
+        return False
+    attempts = record.get("attempts") or [{}]
+    status = attempts[-1].get("status") if isinstance(attempts[-1], dict) else None
+    if status == "needs_review":
+        return False
+    if status == "failed":
+        invocations = store.job_invocations(record["job_id"]).values()
+        return not any(inv.get("status") == "needs_review" for inv in invocations)
+    return True
 
 
 def _from_report(path: Path, ref: str, eval_key: str) -> Baseline:
@@ -111,6 +136,7 @@ def evaluate(payload: dict[str, Any], baseline: Baseline | None, margin: float) 
     """
     from fxtr import scores
 
+    payload = {**payload, "margin": margin}
     cells = payload["cells"]
     threshold = payload.get("threshold")
     labels = {scores.key_of(case): label for case, label in payload.get("clusters") or []}
@@ -185,6 +211,8 @@ def _evaluation(
         "baseline": baseline,
         "job_id": payload.get("job_id"),
         "threshold": threshold,
+        "clusters": payload.get("clusters"),
+        "margin": payload.get("margin"),
         "notes": notes,
     }
 
@@ -204,7 +232,12 @@ RECORD_KEYS = (
     "groups",
     "gate",
     "baseline",
+    "threshold",
+    "clusters",
+    "margin",
 )
+"""The ``evaluation`` fields kept in the job record: what the viewer and ``fxtr`` read, and
+what ``fxtr resume`` needs to gate the job again (threshold, cluster labels, margin)."""
 
 
 def store_evaluation(store: Any, evaluation: dict[str, Any]) -> None:
@@ -212,7 +245,7 @@ def store_evaluation(store: Any, evaluation: dict[str, Any]) -> None:
     job_id = evaluation.get("job_id")
     if not job_id or not store.has_job(job_id):
         return
-    fields = {"evaluation": {k: evaluation[k] for k in RECORD_KEYS}}
+    fields = {"evaluation": {k: evaluation.get(k) for k in RECORD_KEYS}}
     update = getattr(store, "update_job", None)
     if update is not None:
         update(job_id, **fields)
@@ -233,3 +266,60 @@ def merge_payloads(payloads: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         if held is None or (held.get("job_id") is None and evaluation.get("job_id")):
             out[p["eval"]] = evaluation
     return out
+
+
+def reevaluate(store: Any, job_id: str, result: Any) -> dict[str, Any] | None:
+    """Gate a job again after ``fxtr resume``: scores, gate and verdicts of the new attempt.
+
+    The cells come from the resumed attempt's output, the threshold, cluster labels and
+    margin from the job's recorded evaluation, and the baseline (when it was a job of this
+    store) from that job's record; the new evaluation replaces the old in the record, so
+    ``fxtr show``, ``fxtr jobs`` and the viewer never show the failed attempt's scores.
+
+    Returns:
+        The new evaluation, or ``None`` when the job was not an eval (nothing recorded).
+    """
+    from pytest_fxtr._cells import output_cells
+
+    old = store.get_job(job_id).get("evaluation")
+    if not isinstance(old, dict) or not isinstance(old.get("cells"), list):
+        return None
+    payload: dict[str, Any] = {
+        "eval": old.get("eval"),
+        "workflow": old.get("workflow"),
+        "job_id": job_id,
+        "threshold": old.get("threshold", _group_threshold(old)),
+        "clusters": old.get("clusters"),
+    }
+    if result.partial_output is not None:
+        payload.update(output_cells(result.partial_output, result.missing, result.invocations))
+    else:  # nothing came out: every case is missing
+        cells = [{**c, "values": [], "status": "missing"} for c in old["cells"]]
+        payload.update({k: old.get(k) for k in ("case_dims", "group_dims", "sample_dim")})
+        payload.update(cells=cells, numeric=True)
+    baseline = None
+    recorded = old.get("baseline") or {}
+    if recorded.get("source") == "store" and store.has_job(str(recorded.get("job_id"))):
+        base = store.get_job(str(recorded["job_id"])).get("evaluation") or {}
+        if isinstance(base.get("cells"), list):
+            baseline = Baseline(str(recorded["job_id"]), "store", base["cells"])
+    elif recorded.get("job_id"):
+        where = "a report file" if recorded.get("source") == "report" else "the store"
+        note = (
+            f"the first attempt's baseline (job {recorded.get('job_id')}, from {where}) is not "
+            "in the store, so fxtr resume compared nothing; rerun pytest with --fxtr-baseline"
+        )
+        baseline = Baseline(None, None, None, note=note)
+    margin = old.get("margin")
+    try:
+        evaluation = evaluate(payload, baseline, float(margin) if margin is not None else 0.0)
+    except ValueError as exc:
+        evaluation = unscored(payload, exc)
+    store_evaluation(store, evaluation)
+    return evaluation
+
+
+def _group_threshold(evaluation: dict[str, Any]) -> float | None:
+    """The threshold of a record written before evaluations kept theirs: the groups' own."""
+    found = {g.get("threshold") for g in evaluation.get("groups") or [] if isinstance(g, dict)}
+    return found.pop() if len(found) == 1 else None

@@ -28,7 +28,17 @@ def job_summary(store: Any, job_id: str) -> dict[str, Any]:
         "invocations": invocations,
         "attempt": view.attempt,
         "cost": cost_of_invocations(invocations),
+        "agents": _agent_rows(store, invocations),
     }
+
+
+def _agent_rows(store: Any, invocations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model, the agent eval's trajectories (none for a job without agents)."""
+    if not any(inv.get("step") == "fxtr.agents.trajectory" for inv in invocations):
+        return []
+    from fxtr.agents._report import agent_rows
+
+    return agent_rows(store, invocations)
 
 
 def report_json(
@@ -111,52 +121,14 @@ def describe(group: dict[str, Any]) -> str:
 
 
 def cost_rows(invocations: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Calls, tokens and dollars per model for this attempt, the judge labelled as judge.
+    """Calls, tokens and dollars per model and role for this attempt (one row for each).
 
-    A model whose price is unknown has ``usd`` ``None`` (shown ``n/a``).
+    A model that was the subject and a judge has two rows (``fxtr.report``'s
+    ``cost_rows``); a row whose price is unknown has ``usd`` ``None`` (shown ``n/a``).
     """
-    rows: dict[str, dict[str, Any]] = {}
-    for inv in invocations:
-        roles: dict[str, set[str]] = defaultdict(set)
-        for call in inv.get("model_calls") or []:
-            roles[call.get("model")].add(call.get("role") or "subject")
-        by_role = inv.get("cost_by_role") or {}
-        if not roles and len(by_role) == 1:  # served from the cache: no call details
-            for model in inv.get("cost_by_model") or {}:
-                roles[model].update(by_role)
-        for model, use in (inv.get("cost_by_model") or {}).items():
-            row = rows.setdefault(
-                model,
-                {
-                    "model": model,
-                    "roles": set(),
-                    "calls": 0,
-                    "input_tokens": 0,
-                    "output_tokens": 0,
-                    "usd": 0.0,
-                    "saved_usd": 0.0,
-                    "priced": True,
-                },
-            )
-            row["roles"] |= roles.get(model) or {"subject"}
-            if use.get("calls") and use.get("usd") is None:
-                row["priced"] = False
-            if inv.get("from_cache"):
-                row["saved_usd"] += use.get("usd") or 0.0
-                continue
-            row["calls"] += use.get("calls", 0)
-            row["input_tokens"] += use.get("input_tokens", 0)
-            row["output_tokens"] += use.get("output_tokens", 0)
-            row["usd"] += use.get("usd") or 0.0
-    for row in rows.values():
-        if not row["priced"]:
-            row["usd"] = row["saved_usd"] = None
-        row["role"] = (
-            "judge"
-            if row["roles"] == {"judge"}
-            else ("subject, judge" if len(row["roles"]) > 1 else "subject")
-        )
-    return sorted(rows.values(), key=lambda r: (r["role"] != "subject", r["model"]))
+    from fxtr.report._views import cost_rows as rows_of
+
+    return rows_of(invocations)
 
 
 def cost_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -170,7 +142,7 @@ def cost_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "output_tokens": sum(r["output_tokens"] for r in rows),
         "usd": sum(r["usd"] for r in priced) if priced else None,
         "saved_usd": sum(r["saved_usd"] for r in priced) if priced else None,
-        "unpriced": sum(1 for r in rows if r["usd"] is None),
+        "unpriced": sum(r["unpriced_calls"] for r in rows),
     }
 
 
@@ -187,9 +159,17 @@ def _model_label(row: dict[str, Any]) -> str:
 
 
 def render(
-    tr: Any, jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]], verbose: int
+    tr: Any,
+    jobs: dict[str, dict[str, Any]],
+    evaluations: list[dict[str, Any]],
+    verbose: int,
+    *,
+    budget: Any = None,
 ) -> None:
-    """Write the ``fxtr summary`` section; failed gates and regressions come last."""
+    """Write the ``fxtr summary`` section; failed gates and regressions come last.
+
+    With ``--fxtr-max-cost``, the last line says when the budget was reached.
+    """
     by_job = {e["job_id"]: e for e in evaluations if e.get("job_id")}
     tr.section("fxtr summary", sep="=")
     for job_id, info in jobs.items():
@@ -207,6 +187,23 @@ def render(
                 tr.write_line(f"fxtr: {evaluation['eval']}: {note}")
     for line in failure_lines(evaluations):
         tr.write_line(line, red=True, bold=True)
+    _cost_controls(tr, jobs, budget)
+
+
+def _cost_controls(tr: Any, jobs: dict[str, dict[str, Any]], budget: Any) -> None:
+    """The limits that adapted to rate limits, and the budget's line (the last one)."""
+    final: dict[str, dict[str, Any]] = {}
+    for info in jobs.values():
+        final.update((info.get("record") or {}).get("limiters") or {})
+    for key, lim in sorted(final.items()):
+        if any(h["limit"] != lim["start"] for h in lim.get("history", ())):
+            server, _, model = key.rpartition("#")
+            tr.write_line(
+                f"concurrency of {model} at {server}: {lim['limit']} at the end "
+                f"(started at {lim['start']}; {lim.get('rate_limited', 0)} rate-limited)"
+            )
+    if budget is not None and budget.reached:
+        tr.write_line(f"budget reached: ${budget.spent:.4f} of ${budget.limit:g}", red=True)
 
 
 def _one_line(job_id: str, info: dict[str, Any], evaluation: dict[str, Any] | None) -> str:
@@ -287,6 +284,7 @@ def _job_block(tr: Any, job_id: str, info: dict[str, Any], verbose: int) -> None
         )
         headers = ["model", "calls", "in tokens", "out tokens", "cost", "saved by cache"]
         tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
+    _agents_block(tr, info.get("agents") or [])
     _failures_block(tr, invocations, verbose)
     damaged = attempt.get("damaged") or []
     if damaged:
@@ -296,14 +294,74 @@ def _job_block(tr: Any, job_id: str, info: dict[str, Any], verbose: int) -> None
             "read, and were recomputed; e.g."
         )
         tr.write_line(short(f"  {damaged[0]}", WIDTH))
+    for line in hermeticity_lines(invocations, verbose):
+        tr.write_line(line)
+
+
+def hermeticity_lines(invocations: list[dict[str, Any]], verbose: int) -> list[str]:
+    """The summary's lines on invocations that touched local state.
+
+    The first notice in full, wrapped (never cut) to the summary's width; with ``-v`` every
+    invocation and every notice.
+    """
+    import textwrap
+
     noticed = [i for i in invocations if i.get("warnings")]
-    if noticed:
-        tr.write_line("")
-        tr.write_line(f"hermeticity: {len(noticed)} invocation(s) touched local state; e.g.")
-        tr.write_line(short(f"  {noticed[0]['address']}: {noticed[0]['warnings'][0]}", WIDTH))
-        if verbose > 0:
-            for inv in noticed[1:]:
-                tr.write_line(short(f"  {inv['address']}: {'; '.join(inv['warnings'])}", WIDTH))
+    if not noticed:
+        return []
+    lines = ["", f"hermeticity: {len(noticed)} invocation(s) touched local state"]
+    if verbose > 0:
+        shown = [(inv["address"], inv["warnings"]) for inv in noticed]
+    else:
+        first = noticed[0]
+        shown = [(first["address"], first["warnings"][:1])]
+        lines[-1] += "; e.g. (-v lists all)"
+    for address, notices in shown:
+        lines.extend(
+            textwrap.wrap(
+                address,
+                WIDTH - 2,
+                initial_indent="  ",
+                subsequent_indent="    ",
+                break_on_hyphens=False,
+            )
+            or ["  "]
+        )
+        for notice in notices:
+            lines.extend(
+                textwrap.wrap(
+                    notice,
+                    WIDTH - 4,
+                    initial_indent="    ",
+                    subsequent_indent="      ",
+                    break_on_hyphens=False,
+                )
+            )
+    return lines
+
+
+def _agents_block(tr: Any, rows: list[dict[str, Any]]) -> None:
+    """Agent evals: per model the mean turns and tool calls, tool errors, stops by kind."""
+    if not rows:
+        return
+    from tabulate import tabulate
+
+    from fxtr.agents._report import stops_text
+
+    table = [
+        [
+            short(r["model"], 30),
+            r["trajectories"],
+            f"{r['mean_turns']:.1f}",
+            f"{r['mean_tool_calls']:.1f}",
+            r["tool_errors"],
+            short(stops_text(r["stops"]), 40),
+        ]
+        for r in rows
+    ]
+    headers = ["agent model", "trajectories", "turns", "tool calls", "tool errors", "stops"]
+    tr.write_line("")
+    tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
 
 
 def _failures_block(tr: Any, invocations: list[dict[str, Any]], verbose: int) -> None:

@@ -37,6 +37,10 @@ class State:
     """The gated evaluations, one per eval (built at the end, on the controller)."""
     loop: Any = None
     """The event loop the run's jobs share (started with the first eval)."""
+    dry_plans: list[Any] = dataclasses.field(default_factory=list)
+    """``--fxtr-dry-run``: each eval's plan and forecast."""
+    budget: Any = None
+    """``--fxtr-max-cost``: the run's ``Budget`` (spent, refused), shared by its jobs."""
 
 
 def _loop(state: State) -> Any:
@@ -50,6 +54,15 @@ def _loop(state: State) -> Any:
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register ``--fxtr-*`` options and their ``fxtr_*`` ini twins."""
     add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """A dry run plans in this process: pytest-xdist's workers are not started for it."""
+    dry = config.getoption("--fxtr-dry-run", None) or config.getini("fxtr_dry_run")
+    if dry and getattr(config.option, "numprocesses", None):
+        config.option.numprocesses = 0
+        config.option.dist = "no"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -105,10 +118,42 @@ def pytest_collection_finish(session: pytest.Session) -> None:
         if ev.cluster:
             ev.clusters = cluster_labels(ev)
     if state.evals:
+        _redact_logging(session.config)
         _check_store(state)
         if not state.worker:
             _header(session.config, state)
             _resolve_baselines(state)
+
+
+def _redact_logging(config: pytest.Config) -> None:
+    """Every log record pytest captures or shows live passes fxtr's redaction first."""
+    from fxtr.secrets import RedactingFilter
+
+    logging_plugin = config.pluginmanager.get_plugin("logging-plugin")
+    for name in ("log_cli_handler", "log_file_handler", "caplog_handler", "report_handler"):
+        handler = getattr(logging_plugin, name, None)
+        if handler is not None and not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """In a run with evals, a report's failure text and captured sections are redacted.
+
+    The report is redacted before any reporter sees it (terminal, ``-rA``, junitxml, xdist's
+    controller), with the redaction the store uses.
+    """
+    report = yield
+    if item.config.stash[STATE].evals:
+        from fxtr.report._redaction import redact_objects
+        from fxtr.secrets import redact
+
+        if report.longrepr is not None:
+            text = str(report.longrepr)
+            if redact(text) != text:
+                report.longrepr = redact_objects(report.longrepr)
+        report.sections = redact_objects(report.sections)
+    return report
 
 
 def _check_store(state: State) -> None:
@@ -121,7 +166,11 @@ def _check_store(state: State) -> None:
         msg = f"fxtr: {exc}"
         raise pytest.UsageError(msg) from None
     except Exception as exc:
-        msg = f"fxtr cannot open its store {state.settings.store}: {type(exc).__name__}: {exc}"
+        from fxtr.secrets import redact
+        from fxtr.store._factory import url_without_password
+
+        where = url_without_password(str(state.settings.store))
+        msg = f"fxtr cannot open its store {where}: {type(exc).__name__}: {redact(str(exc))}"
         raise pytest.UsageError(msg) from None
 
 
@@ -174,6 +223,29 @@ def _progress(config: pytest.Config, state: State, ev: Any) -> Any:
     return on_invocation
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """``--fxtr-dry-run``: plan and forecast every eval instead of running the tests."""
+    state = session.config.stash[STATE]
+    if not state.settings.dry_run or state.worker:
+        return None
+    if not state.evals:
+        return True  # nothing runs in a dry run, and nothing fxtr has to say
+    from pytest_fxtr._dryrun import plan_eval, render
+
+    plans = [plan_eval(ev, state.settings, _loop(state)) for ev in state.evals.values()]
+    state.dry_plans = plans
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        render(tr, plans)
+    if state.settings.report is not None:
+        from pytest_fxtr._dryrun import plans_json
+        from pytest_fxtr._summary import write_report
+
+        write_report(state.settings.report, {"dry_run": plans_json(plans)})
+    return True
+
+
 _current: list[pytest.Item | None] = [None]
 """The item being set up (pytest runs one at a time): the ``result`` fixture reads it, so the
 fixture needs no ``request`` (pytest builds a fixture definition per ``request`` asked for)."""
@@ -194,6 +266,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if ev.error is not None:
         item.stash[_FAILURE] = (
             f"the fxtr job of {ev.nodeid} could not run: {type(ev.error).__name__}: {ev.error}"
+            + _unencodable_cases(ev)
         )
         item.stash[_RESULT] = None
     else:
@@ -205,10 +278,65 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         _report(item, state, ev)
 
 
+def _unencodable_cases(ev: Any) -> str:
+    """The cases whose parametrized values have no canonical encoding, with the problem.
+
+    A job refused for one of its inputs says which case and argument it was.
+    """
+    import reprlib
+
+    from fxtr.experiment._encoding import EncodingError, encode_text
+
+    found = []
+    for item in ev.items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        for name, value in params.items():
+            try:
+                encode_text(value)
+            except EncodingError as exc:
+                shown = reprlib.repr(value)
+                found.append(f"\n  case {item.callspec.id!r}, argument {name!r} ({shown}): {exc}")
+            except RecursionError:
+                found.append(
+                    f"\n  case {item.callspec.id!r}, argument {name!r}: nests too deeply to "
+                    "encode (flatten it, or make it an Entity)"
+                )
+            if len(found) >= 5:
+                return "".join(found)
+    return "".join(found)
+
+
+def _warn_non_finite(ev: Any) -> None:
+    """Say which cases scored NaN or an infinity (the gate counts them missing)."""
+    import math
+    import warnings
+
+    job = ev.job
+    partial = getattr(job, "partial_output", None)
+    if partial is None:
+        return
+    bad = []
+    for key, value in partial.items():
+        number = getattr(value, "value", value) if not isinstance(value, float) else value
+        if isinstance(number, float) and not math.isfinite(number):
+            where = ", ".join(f"{d}={k}" for d, k in zip(partial.dims, key, strict=True))
+            bad.append(f"{where or 'the output'}: {number!r}")
+    if bad:
+        shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
+        warnings.warn(
+            f"fxtr: {ev.nodeid}: {len(bad)} score(s) are not finite numbers ({shown}); they "
+            "count as missing in the score gate. Return a finite number, or raise in the step "
+            "so that the case fails with its reason.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+
 def _report(item: pytest.Item, state: State, ev: Any) -> None:
     """Hand the eval's payload to the controller: directly, or as a report property (xdist)."""
     from pytest_fxtr._cells import item_payload
 
+    _warn_non_finite(ev)
     payload = item_payload(ev, state.settings.fail_under)
     if payload is None:
         return
@@ -257,6 +385,24 @@ class _Reports:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
 
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_warning_recorded(self, warning_message: Any) -> None:
+        """A warning in pytest's warnings summary is redacted (in a run with evals)."""
+        if not self.config.stash[STATE].evals:
+            return
+        from fxtr.secrets import redact
+
+        message = warning_message.message
+        text = str(message)
+        if redact(text) == text:
+            return
+        try:
+            warning_message.message = type(message)(redact(text))
+        except Exception:  # a warning class that needs other arguments
+            warning_message.message = Warning(redact(text))
+        if warning_message.line:
+            warning_message.line = redact(warning_message.line)
+
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if report.when != "teardown" or not report.user_properties:
             return
@@ -274,6 +420,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash[STATE]
     _current[0] = None
     if state.loop is not None:
+        state.budget = getattr(state.loop, "budget", None)
         state.loop.close()
         state.loop = None
     for ev in state.evals.values():
@@ -303,6 +450,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     write_markdown(settings.markdown, state.jobs, state.evaluations)
     _junit_properties(session.config, state)
     failed = [e for e in state.evaluations if not e["gate"]["passed"]]
+    if state.budget is not None and state.budget.reached:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -349,13 +498,40 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from pytest_fxtr._summary import render
 
-    render(terminalreporter, state.jobs, state.evaluations, config.getoption("verbose"))
+    reporter = _Redacting(terminalreporter)
+    # the misses come first: the summary's last line (a gate, a regression, a budget) stays last
     if state.settings.explain_misses:
         from fxtr.experiment._why import miss_lines
 
-        terminalreporter.section("fxtr cache misses", sep="-")
+        reporter.section("fxtr cache misses", sep="-")
         for job_id, info in state.jobs.items():
             lines = miss_lines(info["invocations"], config.getoption("verbose"))
-            terminalreporter.write_line(f"job {job_id}:" + ("" if lines else " nothing ran"))
+            reporter.write_line(f"job {job_id}:" + ("" if lines else " nothing ran"))
             for line in lines:
-                terminalreporter.write_line("  " + line)
+                reporter.write_line("  " + line)
+
+    render(
+        reporter,
+        state.jobs,
+        state.evaluations,
+        config.getoption("verbose"),
+        budget=state.budget,
+    )
+
+
+class _Redacting:
+    """The terminal reporter, with the text of each line it is given redacted."""
+
+    def __init__(self, reporter: Any) -> None:
+        self._reporter = reporter
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._reporter, name)
+        if name not in ("write", "write_line", "line", "section", "write_sep", "rewrite"):
+            return attr
+        from fxtr.secrets import redact
+
+        def redacted(*args: Any, **kwargs: Any) -> Any:
+            return attr(*(redact(a) if isinstance(a, str) else a for a in args), **kwargs)
+
+        return redacted

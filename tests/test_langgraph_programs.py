@@ -670,24 +670,58 @@ def test_the_threads_own_task_ends_after_every_run(order):
 # scopes and bookkeeping -----------------------------------------------------------------
 
 
-def test_resume_in_another_task_does_not_link_into_the_first_graph():
-    """Fail in one client.task(), resume in another: the rerun is in the second graph and
-    its depends_on names no node of another graph."""
-    flux = Client({"m": MockModelAPI("m", "x")})
-    log, broken = Log(), {"b": True}
-    app = raising_program(log, broken).compile(checkpointer=FluxCheckpointer(flux))
-    config = {"configurable": {"thread_id": "two"}}
-    with flux.task("first") as first:
-        with pytest.raises(ValueError):
-            app.invoke({"items": []}, config)
-    broken["b"] = False
-    with flux.task("second") as second:
-        app.invoke(None, config)
-    one, two = flux.get_task_graph(first.task_id), flux.get_task_graph(second.task_id)
-    assert steps(one) == [("a", "succeeded"), ("b", "failed")]
-    assert steps(two) == [("b", "succeeded"), ("c", "succeeded")]
-    ids = {n.id for n in two.nodes}
-    assert all(dep in ids for n in two.nodes for dep in n.depends_on)
+@pytest.mark.parametrize("order", ORDERS)
+@pytest.mark.parametrize("mode", MODES)
+def test_resume_in_another_task_depends_on_the_failed_node(mode, order):
+    """Fail in one client.task(), resume with invoke(None, config) in another (issue 28
+    item 5): the rerun is in the second graph with ``depends_on`` = the failed node of the
+    first (``depends_on_task`` names that graph), and b is recorded failed exactly once."""
+    for i in repeats(order, REORDERED_REPEAT):
+        flux = Client({"m": MockModelAPI("m", "x")})
+        log, broken = Log(), {"b": True}
+        app = raising_program(log, broken).compile(checkpointer=saver(flux, order, i))
+        config = {"configurable": {"thread_id": "two"}}
+        with flux.task("first") as first:
+            with pytest.raises(ValueError):
+                run(app, {"items": []}, config, mode)
+        broken["b"] = False
+        with flux.task("second") as second:
+            assert run(app, None, config, mode) == {"items": ["a", "b", "c"]}
+        one, two = flux.get_task_graph(first.task_id), flux.get_task_graph(second.task_id)
+        assert log.events == [("a", "ok"), ("b", "raised"), ("b", "ok"), ("c", "ok")]
+        assert steps(one) == [("a", "succeeded"), ("b", "failed")]
+        assert steps(two) == [("b", "succeeded"), ("c", "succeeded")]
+        (failed,) = one.find(name="b")
+        (rerun,) = two.find(name="b")
+        assert failed.error == "ValueError: b is broken"
+        assert rerun.depends_on == [failed.id]
+        assert rerun.attrs["depends_on_task"] == first.task_id
+        (c,) = two.find(name="c")
+        assert c.depends_on == [] and "depends_on_task" not in c.attrs
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_resume_in_another_task_read_back_from_the_store(mode, tmp_path):
+    """The same, read back by another client from the store: one failed b, one rerun."""
+    for i in range(REORDERED_REPEAT):
+        store = tmp_path / f"s{i}"
+        flux = Client({"m": MockModelAPI("m", "x")}, store=str(store))
+        log, broken = Log(), {"b": True}
+        app = raising_program(log, broken).compile(checkpointer=FluxCheckpointer(flux))
+        config = {"configurable": {"thread_id": "two"}}
+        with flux.task("first") as first:
+            with pytest.raises(ValueError):
+                run(app, {"items": []}, config, mode)
+        broken["b"] = False
+        with flux.task("second") as second:
+            run(app, None, config, mode)
+        reader = Client({"m": MockModelAPI("m", "x")}, store=str(store))
+        one, two = reader.get_task_graph(first.task_id), reader.get_task_graph(second.task_id)
+        assert [n.status for n in one.find(name="b")] == ["failed"]
+        (failed,) = one.find(name="b")
+        assert [(n.status, n.depends_on) for n in two.find(name="b")] == [
+            ("succeeded", [failed.id])
+        ]
 
 
 def test_subgraph_supersteps_go_under_their_task():

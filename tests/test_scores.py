@@ -323,14 +323,17 @@ def test_compare_counts_unpaired_cases_and_baseline_only_groups():
     assert run_group["delta"] == -0.5
     assert old_group["group"] == {"model": "old"}
     assert (old_group["n_paired"], old_group["only_in_baseline"], old_group["delta"]) == (0, 1, None)
-    assert old_group["verdict"] == "no significant change" and old_group["run_mean"] is None
+    assert old_group["verdict"] == "not compared" and old_group["run_mean"] is None
 
 
-def test_compare_with_one_pair_has_no_interval():
+def test_compare_with_one_pair_has_no_interval_and_is_not_compared():
     (result,) = compare([cell("c1", [1.0])], [cell("c1", [0.0])])
     assert (result["delta"], result["low"], result["high"], result["mde"]) == (-1.0, None, None,
                                                                                None)
-    assert result["verdict"] == "no significant change"
+    assert result["verdict"] == "not compared"
+    # a case in only one run pairs with nothing: still nothing measured
+    (alone,) = compare([cell("c1", [1.0]), cell("c2", [1.0])], [cell("c1", [0.0])])
+    assert alone["n_paired"] == 1 and alone["verdict"] == "not compared"
 
 
 def test_compare_flips_use_the_threshold_and_sampled_cases():
@@ -394,7 +397,8 @@ def test_unit_score_intervals_stay_in_range_and_contain_the_mean(per_case, confi
 def test_a_run_compared_with_itself_has_not_changed(per_case):
     cells = [cell(f"c{i}", vs) for i, vs in enumerate(per_case)]
     (result,) = compare(cells, cells)
-    assert result["verdict"] == "no significant change"
+    expected = "no significant change" if result["n_paired"] >= 2 else "not compared"
+    assert result["verdict"] == expected
     assert result["only_in_baseline"] == result["only_in_run"] == 0
     assert result["flipped"] == {"to_fail": [], "to_pass": []}
     if result["n_paired"]:

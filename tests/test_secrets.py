@@ -74,3 +74,57 @@ def test_redaction_removes_the_key_wherever_it_stands(filler: str) -> None:
     out = secrets.redact(filler + KEY + filler)
     assert KEY not in out
     assert not secrets.contains_secret(out)
+
+
+_B64 = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+
+
+@given(
+    before=st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=12),
+    after=st.text(alphabet=st.characters(min_codepoint=32, max_codepoint=126), max_size=12),
+    glued=st.text(alphabet=_B64, max_size=7),
+    urlsafe=st.booleans(),
+    padded=st.booleans(),
+    bare=st.booleans(),
+)
+def test_base64_of_a_key_is_redacted_at_any_alignment(
+    before: str, after: str, glued: str, urlsafe: bool, padded: bool, bare: bool
+) -> None:
+    """Issue 28 item 7: ``user:KEY``, ``Bearer KEY``, a JSON body: any text around the key,
+    base64-encoded (standard or URL-safe, padded or not) and glued to other base64 text."""
+    secrets.register(KEY)
+    key = KEY.removeprefix("sk-proj-") if bare else KEY
+    data = (before + key + after).encode()
+    encoded = (base64.urlsafe_b64encode if urlsafe else base64.b64encode)(data).decode()
+    encoded = encoded if padded else encoded.rstrip("=")
+    out = secrets.redact(f"Authorization: Basic {glued}{encoded} and more")
+    assert out.startswith("Authorization: Basic ") and out.endswith(" and more"), out
+    assert "[redacted]" in out
+    assert not secrets.contains_secret(out)
+    for run in secrets._B64_RUN.findall(out):
+        for decoded in secrets._decodings(run):
+            assert key.encode() not in decoded, (out, decoded)
+
+
+def test_base64_of_a_bearer_header_is_redacted_without_knowing_the_key() -> None:
+    """``Bearer <anything>`` is key-shaped: its base64 is redacted even for an unknown key."""
+    token = base64.b64encode(b"Bearer not-a-known-key-0123456789").decode()
+    assert secrets.redact(f"token={token};") == "token=[redacted];"
+
+
+def test_digests_ids_and_words_are_left_alone(key_in_env: str) -> None:
+    text = (
+        "fingerprint 3f6da97e0c1b2a3d4e5f60718293a4b5, task 09123dc0-fb12-8e09-4a4f-7e430ea0ab83, "
+        "address qa.evaluate/answer[model=a,prompt=p1], supercalifragilistic, SGVsbG8gd29ybGQh"
+    )
+    assert secrets.redact(text) == text
+
+
+def test_a_key_given_to_a_client_is_redacted_without_its_prefix_too() -> None:
+    """A key passed as ``api_key=`` (not from the environment) is a known credential."""
+    from fxtr.models import OpenAIChatAPI
+
+    key = "sk-proj-GivenNotFromEnv0123456789abcdef"
+    OpenAIChatAPI("gpt-4o-mini", api_key=key)
+    bare = key.removeprefix("sk-proj-")
+    assert secrets.redact(f"echo {bare} end") == "echo [redacted] end"

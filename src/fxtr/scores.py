@@ -50,8 +50,9 @@ The choices where the contract leaves room, made once here:
   without a threshold). ``mde`` is the minimum detectable effect at 80% power and
   α = 1 − confidence from the SD of the paired differences (``stderr · √n``, which carries the
   clustering's design effect). The verdict is ``regressed`` when the whole interval lies below
-  ``−margin``, ``improved`` when it lies above 0, else ``no significant change`` (also with
-  fewer than two pairs, where no interval exists).
+  ``−margin``, ``improved`` when it lies above 0, else ``no significant change``; with
+  fewer than two paired cases it is ``not compared`` (no interval exists, nothing was
+  measured), never ``no significant change``.
 """
 
 # ruff: noqa: RUF002  (the formulas are written in mathematical notation)
@@ -77,6 +78,7 @@ from fxtr.stats import (
 __all__ = [
     "FLAKY",
     "IMPROVED",
+    "NOT_COMPARED",
     "NO_CHANGE",
     "REGRESSED",
     "STABLE_FAIL",
@@ -102,6 +104,10 @@ FLAKY = "flaky"
 REGRESSED = "regressed"
 IMPROVED = "improved"
 NO_CHANGE = "no significant change"
+NOT_COMPARED = "not compared"
+"""The verdict of a group where fewer than two cases pair: nothing was measured."""
+MIN_PAIRED = 2
+"""Paired cases a group needs for a verdict other than ``not compared``."""
 
 _GATE_SLACK = 1e-12
 
@@ -545,6 +551,8 @@ def _compare_group(
         "only_in_baseline": before_n - len(paired),
         "only_in_run": after_n - len(paired),
     }
+    if len(paired) < MIN_PAIRED:
+        out["verdict"] = NOT_COMPARED
     if not paired:
         return out
     est = paired_difference(
@@ -557,6 +565,8 @@ def _compare_group(
     if est.stderr is not None:  # the SD of the differences: stderr·√n
         sd = est.stderr * math.sqrt(est.n)
         out["mde"] = minimum_detectable_effect(est.n, sd, alpha=1 - confidence)
+    if len(paired) < MIN_PAIRED:
+        return out
     if high is not None and high < -margin:
         out["verdict"] = REGRESSED
     elif low is not None and low > 0:

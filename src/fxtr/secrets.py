@@ -7,7 +7,11 @@ of a known credential in any of the forms it travels in:
 - the value itself (``sk-proj-abc...``);
 - the value without its provider prefix (``abc...``, as some gateways echo it);
 - its base64 forms (standard and URL-safe, padded or not; of the value alone and of
-  ``":" + value`` and ``value + ":"``, which is how HTTP Basic credentials carry a key).
+  ``":" + value`` and ``value + ":"``, which is how HTTP Basic credentials carry a key);
+- any base64 run whose decoded text holds a credential, whatever comes before or after it
+  (HTTP Basic ``user:KEY``, ``Bearer KEY``, a JSON body): each run of base64 characters is
+  decoded at each of the four alignments it may start at, and a run whose text holds a known
+  credential (or anything shaped like a provider key) is redacted whole.
 
 Known credentials are the values of environment variables whose names say they hold one
 (``*_API_KEY``, ``*_API_TOKEN``, ``*_SECRET``, ``*_SECRET_KEY``, ``*_ACCESS_KEY``,
@@ -22,6 +26,7 @@ This module imports nothing from fxtr, so any layer may use it.
 from __future__ import annotations
 
 import base64
+import binascii
 import logging
 import os
 import re
@@ -36,10 +41,17 @@ _SECRET_NAME = re.compile(
 _PREFIXES = ("sk-ant-api03-", "sk-ant-", "sk-proj-", "sk-or-v1-", "sk-", "gsk_", "xai-", "AIza")
 _KEY_LIKE = re.compile(r"(sk-(?:ant-)?[A-Za-z0-9_\-\*]{6,}|Bearer\s+[^\s\"',;]+)")
 _MIN_LENGTH = 8
+_B64_RUN = re.compile(r"[A-Za-z0-9+/_\-]{12,}={0,2}")
+"""A run of base64 characters (standard or URL-safe) long enough to hold an 8-character key."""
+_URLSAFE = str.maketrans("-_", "+/")
+_HEX_RUN = re.compile(r"[0-9a-f\-]+|[0-9A-F\-]+")
 
 _registered: set[str] = set()
 _lock = threading.Lock()
-_cache: tuple[frozenset[str], re.Pattern[str] | None] = (frozenset(), None)
+_cache: tuple[frozenset[str], tuple[re.Pattern[str] | None, re.Pattern[bytes]]] = (
+    frozenset(),
+    (None, re.compile(_KEY_LIKE.pattern.encode())),
+)
 _env_seen: tuple[float, frozenset[str]] = (-1.0, frozenset())
 _ENV_REFRESH = 0.5
 """Seconds between two reads of the environment (redaction runs once per written record)."""
@@ -55,9 +67,19 @@ def register(value: str | None) -> None:
 
 
 def _env_secrets() -> set[str]:
+    """The credentials in the environment.
+
+    Read through ``os.environb`` where there is one: reading ``os.environ`` inside a step is
+    what the hermeticity watcher notices (and logs, and a log record is redacted, which would
+    come back here), and redacting is not the step reading its environment.
+    """
+    if os.supports_bytes_environ:
+        items = [(os.fsdecode(k), os.fsdecode(v)) for k, v in os.environb.items()]
+    else:  # pragma: no cover - Windows
+        items = list(os.environ.items())
     return {
         value
-        for name, value in os.environ.items()
+        for name, value in items
         if value and len(value) >= _MIN_LENGTH and _SECRET_NAME.search(name.upper())
     }
 
@@ -78,29 +100,83 @@ def variants(value: str) -> set[str]:
     return {form for form in forms if len(form) >= _MIN_LENGTH}
 
 
-def _pattern() -> re.Pattern[str] | None:
+_Patterns = tuple[re.Pattern[str] | None, re.Pattern[bytes]]
+
+
+def _patterns() -> _Patterns:
+    """Two patterns: every form of the known credentials, and the decoded base64 one.
+
+    The second is what a decoded base64 run is searched with: the credentials as they are and
+    without their prefix, and anything shaped like a provider key.
+    """
     global _cache, _env_seen
-    with _lock:
-        now = time.monotonic()
-        if now - _env_seen[0] > _ENV_REFRESH:
-            _env_seen = (now, frozenset(_env_secrets()))
+    now = time.monotonic()
+    fresh = frozenset(_env_secrets()) if now - _env_seen[0] > _ENV_REFRESH else None
+    with _lock:  # nothing under the lock logs or reads the environment
+        if fresh is not None:
+            _env_seen = (now, fresh)
         secrets = _env_seen[1] | _registered
         if secrets == _cache[0]:
             return _cache[1]
         forms: set[str] = set()
+        plain: set[str] = set()
         for value in secrets:
             forms |= variants(value)
+            plain |= {f for f in variants(value) if f == value or value.endswith(f)}
         ordered = sorted(forms, key=len, reverse=True)
         compiled = re.compile("|".join(map(re.escape, ordered))) if ordered else None
-        _cache = (secrets, compiled)
-        return compiled
+        texts = [re.escape(f.encode()) for f in sorted(plain, key=len, reverse=True)]
+        decoded = re.compile(b"|".join([*texts, _KEY_LIKE.pattern.encode()]))
+        _cache = (secrets, (compiled, decoded))
+        return _cache[1]
+
+
+def _pattern() -> re.Pattern[str] | None:
+    return _patterns()[0]
+
+
+def _decodings(run: str) -> list[bytes]:
+    """The bytes a base64 run decodes to, at each of the four alignments it may start at."""
+    body = run.rstrip("=").translate(_URLSAFE)
+    found = []
+    for offset in range(4):
+        chunk = body[offset:]
+        rest = len(chunk) % 4
+        if rest == 1:  # a last character that holds no whole byte
+            chunk, rest = chunk[:-1], 0
+        try:
+            found.append(binascii.a2b_base64(chunk + "=" * (-rest % 4), strict_mode=True))
+        except (binascii.Error, ValueError):
+            continue
+    return found
+
+
+def _hides_secret(run: str, decoded: re.Pattern[bytes]) -> bool:
+    """Whether a base64 run decodes to text holding a credential.
+
+    A run of hexadecimal digits (and dashes) is a digest or an id, never checked: base64 of
+    text always holds a character outside them (the first of every four encodes the top bits
+    of a printable byte), unless each third character of that text is one of ``k o s w {``.
+    """
+    if _HEX_RUN.fullmatch(run):
+        return False
+    return any(decoded.search(data) for data in _decodings(run))
+
+
+def _redact_base64(text: str, decoded: re.Pattern[bytes]) -> str:
+    def replace(match: re.Match[str]) -> str:
+        run = match.group(0)
+        return REDACTED if _hides_secret(run, decoded) else run
+
+    return _B64_RUN.sub(replace, text)
 
 
 def redact(text: str) -> str:
     """``text`` with every known credential (in any of its forms) replaced by ``[redacted]``."""
     if not text:
         return text
-    pattern = _pattern()
+    pattern, decoded = _patterns()
+    text = _redact_base64(text, decoded)
     if pattern is not None:
         text = pattern.sub(REDACTED, text)
     return _KEY_LIKE.sub(REDACTED, text)
@@ -108,8 +184,12 @@ def redact(text: str) -> str:
 
 def contains_secret(text: str) -> bool:
     """Whether ``text`` holds a known credential in any of its forms."""
-    pattern = _pattern()
-    return bool(pattern is not None and pattern.search(text))
+    pattern, decoded = _patterns()
+    if pattern is None:
+        return False
+    if pattern.search(text):
+        return True
+    return any(_hides_secret(m.group(0), decoded) for m in _B64_RUN.finditer(text))
 
 
 class RedactingFilter(logging.Filter):

@@ -17,6 +17,8 @@ class Echo(BaseHTTPRequestHandler):
             "bare": key.removeprefix("sk-proj-"),
             "b64": base64.b64encode(key.encode()).decode(),
             "basic": base64.b64encode(f":{key}".encode()).decode(),
+            "basic_user": "Basic " + base64.b64encode(f"user:{key}".encode()).decode(),
+            "bearer_b64": base64.urlsafe_b64encode(f"Bearer {key}".encode()).decode(),
         }).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

@@ -32,6 +32,9 @@ def _forms(key: str) -> dict[str, str]:
         "b64url": base64.urlsafe_b64encode(key.encode()).decode().rstrip("="),
         "basic": base64.b64encode(f":{key}".encode()).decode().rstrip("="),
         "bare-b64": base64.b64encode(bare.encode()).decode().rstrip("="),
+        # issue 28 item 7: base64 at other alignments (a user name, a scheme before the key)
+        "basic-user": base64.b64encode(f"user:{key}".encode()).decode().rstrip("="),
+        "bearer-b64": base64.urlsafe_b64encode(f"Bearer {key}".encode()).decode().rstrip("="),
     }
 
 

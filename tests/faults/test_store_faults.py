@@ -85,6 +85,35 @@ def test_damaged_job_record_does_not_hide_the_others(store: Path) -> None:
     assert "damaged" in listing.stderr, listing.stderr
 
 
+def test_fxtr_jobs_names_each_damaged_job_record_and_its_store(store: Path) -> None:
+    """Issue 28 item 4: a record that is not JSON, one with broken fields and one whose
+    invocation records are cut are each named (job id, store), the healthy job listed."""
+    ids = [job({"store": str(store), "keys": ["k1"], "payload": f"ok{i}"})["job_id"]
+           for i in range(4)]
+    garbled, broken, cut, healthy = ids
+    with sqlite3.connect(store / "cache" / "cache.db") as con:
+        con.execute("UPDATE FxtrJobs SET record = ? WHERE job_id = ?", ("{not json", garbled))
+        (text,) = con.execute("SELECT record FROM FxtrJobs WHERE job_id = ?", (broken,)).fetchone()
+        record = json.loads(text)
+        record["attempts"] = "??"
+        con.execute("UPDATE FxtrJobs SET record = ? WHERE job_id = ?", (json.dumps(record), broken))
+        rows = con.execute("SELECT key, value FROM Cache WHERE key LIKE ?", (f"i|{cut}|%",)).fetchall()
+        assert rows, "precondition: the job's invocation records are in the Cache table"
+        for key, value in rows:
+            con.execute("UPDATE Cache SET value = ? WHERE key = ?", (str(value)[:7], key))
+    listing = fxtr_cli("--store", str(store), "jobs")
+    assert listing.returncode == 0, listing.stderr
+    assert healthy[:8] in listing.stdout, listing.stdout
+    assert "Traceback" not in listing.stderr, listing.stderr
+    lines = listing.stderr.splitlines()
+    for job_id in (garbled, broken, cut):
+        assert job_id[:8] not in listing.stdout, listing.stdout
+        named = [line for line in lines if job_id in line]
+        assert len(named) == 1, (job_id, listing.stderr)
+    assert str(store) in listing.stderr, listing.stderr
+    assert "skipped 2 damaged job record(s)" in listing.stderr, listing.stderr
+
+
 def test_a_job_id_in_use_is_refused(store: Path) -> None:
     """Item 6: launching with an existing job id never mixes two jobs' records."""
     first = job({"store": str(store), "keys": ["k1"], "payload": "ok", "job_id": "fixed-id"})

@@ -421,7 +421,7 @@ def test_bad_baselines_are_usage_errors_and_a_first_run_has_none(pytester, monke
     first = pytester.runpytest("--fxtr-baseline", "latest")
     assert first.ret == 0
     first.stdout.fnmatch_lines(
-        ["fxtr: no baseline: no earlier job of test_g.py::test_g has scores"]
+        ["fxtr: no baseline: no earlier job of test_g.py::test_g has a complete evaluation"]
     )
     missing = pytester.runpytest("--fxtr-baseline", "nosuchjob")
     assert missing.ret == pytest.ExitCode.USAGE_ERROR

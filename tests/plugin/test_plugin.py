@@ -77,8 +77,9 @@ def test_hermeticity_notices_are_in_the_summary(pytester):
     result = pytester.runpytest("--fxtr-report", "r.json")
     result.stdout.fnmatch_lines(
         [
-            "hermeticity: 6 invocation(s) touched local state; e.g.",
-            "  test_demo::test_demo/score*: wrote file *",
+            "hermeticity: 6 invocation(s) touched local state; e.g. (-v lists all)",
+            "  test_demo::test_demo/score*",
+            "    wrote file*",
         ]
     )
     invocations = json.loads((pytester.path / "r.json").read_text())["jobs"][0]["invocations"]

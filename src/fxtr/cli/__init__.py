@@ -17,13 +17,17 @@ from typing import Any
 
 from fxtr.report import format_usd
 from fxtr.report._redaction import RedactingStream, redacted_json
-from fxtr.store import Store, is_url, open_store
+from fxtr.store import Store, StoreError, is_url, open_store
 
 __all__ = ["main"]
 
 
 class CommandError(Exception):
     """A failure to report on stderr with exit code 1."""
+
+
+class UsageError(CommandError):
+    """A command given arguments that make no sense together: exit code 2, like argparse's."""
 
 
 def _store(args: argparse.Namespace) -> Store:
@@ -42,7 +46,7 @@ def _store(args: argparse.Namespace) -> Store:
     if is_url(raw):
         try:
             opened: Store = open_store(raw)
-        except ImportError as exc:
+        except (ImportError, StoreError) as exc:  # their words name the URL and the fix
             raise CommandError(str(exc)) from None
         except Exception as exc:  # the server refused or is not there
             from fxtr.store._postgres import redacted
@@ -113,8 +117,9 @@ def _cell(value: Any) -> str:
     return "-" if value is None or value == "" else str(value)
 
 
-JOB_STATUSES = ("succeeded", "failed", "needs_review", "error", "running")
-"""What an attempt of a job can end as (``running`` while it runs)."""
+JOB_STATUSES = ("succeeded", "failed", "needs_review", "error", "running", "interrupted")
+"""What an attempt of a job can end as (``running`` while it runs, ``interrupted`` when its
+process died before it ended)."""
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
@@ -131,7 +136,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
     store = _store(args)
     records = newest_first(list(job_records(store)))
     rows: list[dict[str, Any]] = []
-    damaged = 0
+    damaged: list[str] = []
     for record in records:
         if args.status and attempt_status(record) != args.status:
             continue
@@ -140,13 +145,18 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         try:
             # the record read once; its summary, not its invocation records (when it has one)
             rows.append(job_row(view_of(store, record)))
-        except (KeyError, ValueError, TypeError):  # a damaged record: list the others
-            damaged += 1
+        except (KeyError, ValueError, TypeError) as exc:  # a damaged record: list the others
+            damaged.append(f"  {record['job_id']}: {type(exc).__name__}: {exc}")
             continue
         if args.limit and len(rows) >= args.limit:
             break
     if damaged:
-        print(f"fxtr: skipped {damaged} damaged job record(s) in {store.path}", file=sys.stderr)
+        lines = [
+            f"fxtr: skipped {len(damaged)} damaged job record(s) in {store.path} (the others "
+            "are listed; restore the store from a backup to read them):",
+            *damaged,
+        ]
+        print("\n".join(lines), file=sys.stderr)
     if args.json:
         _print_json(rows)
         return 0
@@ -289,7 +299,31 @@ def cmd_resume(args: argparse.Namespace) -> int:
     )
     for inv in failed:
         print(f"  {inv.address}: {inv.reason}: {inv.error}")
-    return 0 if result.status == "succeeded" else 1
+    gate_passed = _reevaluate(store, result)
+    return 0 if result.status == "succeeded" and gate_passed is not False else 1
+
+
+def _reevaluate(store: Store, result: Any) -> bool | None:
+    """An eval job's scores, gate and verdicts, computed again from the resumed attempt.
+
+    Prints the new score groups and gate as ``fxtr show`` does; ``None`` for a job that is
+    not an eval.
+    """
+    from pytest_fxtr._gates import reevaluate
+
+    evaluation = reevaluate(store, result.job_id, result)
+    if evaluation is None:
+        if store.get_job(result.job_id).get("run_tag"):  # launched by pytest, never scored
+            print(
+                "  note: this eval job was never scored (its pytest run stopped first); "
+                "`pytest --fxtr-resume` scores and gates it"
+            )
+        return None
+    _print_evaluation(store.get_job(result.job_id))
+    for note in evaluation.get("notes") or []:
+        print(f"  note: {note}")
+    passed: bool = evaluation["gate"]["passed"]
+    return passed
 
 
 def cmd_cache(args: argparse.Namespace) -> int:
@@ -369,9 +403,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
             raise CommandError(msg)
         evaluations.append(evaluation)
     if evaluations[0].get("eval") != evaluations[1].get("eval"):
+        if not args.any_eval:
+            msg = (
+                f"job {ids[0]} is of eval {evaluations[0].get('eval')} and job {ids[1]} of eval "
+                f"{evaluations[1].get('eval')}: their cases are different questions, so a "
+                "comparison would pair nothing meaningful. Compare two jobs of one eval "
+                "(`fxtr jobs` lists each job's eval), or pass --any-eval to pair them by key "
+                "all the same."
+            )
+            raise UsageError(msg)
         print(
-            f"fxtr: note: A is eval {evaluations[0].get('eval')!r} and B is eval "
-            f"{evaluations[1].get('eval')!r}; cases are paired by key all the same",
+            f"fxtr: note: A is eval {evaluations[0].get('eval')} and B is eval "
+            f"{evaluations[1].get('eval')}; --any-eval pairs their cases by key all the same",
             file=sys.stderr,
         )
     a_eval, b_eval = evaluations
@@ -549,6 +592,12 @@ def _parser() -> argparse.ArgumentParser:
         "--fail-on-regression", action="store_true", help="exit 1 when a group regressed"
     )
     p.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    p.add_argument(
+        "--any-eval",
+        action="store_true",
+        help="compare jobs of two different evals (pairing their cases by key); without it "
+        "that is a usage error",
+    )
     p.set_defaults(run=cmd_compare)
 
     p = sub.add_parser("view", parents=[common], help="the viewer in a browser")
@@ -581,7 +630,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 code: int = args.run(args)
             except CommandError as exc:
                 print(f"fxtr: {exc}", file=sys.stderr)
-                return 1
+                return 2 if isinstance(exc, UsageError) else 1
         return code
     finally:
         out.flush()

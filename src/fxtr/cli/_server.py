@@ -52,6 +52,8 @@ STATIC = {
     "/index.html": ("index.html", "text/html; charset=utf-8"),
     "/app.js": ("app.js", "text/javascript; charset=utf-8"),
     "/app.css": ("app.css", "text/css; charset=utf-8"),
+    "/agents.js": ("agents.js", "text/javascript; charset=utf-8"),
+    "/agents.css": ("agents.css", "text/css; charset=utf-8"),
 }
 LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "[::1]"}
 HOST = re.compile(r"(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(?::\d{1,5})?")
@@ -88,11 +90,12 @@ def invocation_rows(
     from fxtr.tracing._jobgraph import strip_keys
 
     rows = []
+    under = f"{op}/"  # a workflow's node (an agent's trajectories) holds the steps under it
     # the failed (or skipped, or in review) ones come from the status index: the first
     # screen of a large job with failures reads no succeeded record
     source = view.unfinished() if status and status != "succeeded" else view.invocations
     for address, inv in sorted(source.items()):
-        if op and strip_keys(address) != op:
+        if op and (key := strip_keys(address)) != op and not key.startswith(under):
             continue
         if status and inv["status"] != status:
             continue
@@ -109,6 +112,16 @@ def invocation_rows(
             }
         )
     return {"total": len(rows), "offset": offset, "items": rows[offset : offset + limit]}
+
+
+def with_trajectories(store: Store, detail: dict[str, Any], invocations: Any) -> dict[str, Any]:
+    """An agent eval's cell gains its trajectories (drawn by agents.js)."""
+    addresses = [inv["address"] for inv in detail.get("invocations") or []]
+    if any(inv.get("step") == "fxtr.agents.trajectory" for inv in detail["invocations"]):
+        from fxtr.agents._report import cell_trajectories
+
+        detail["trajectories"] = cell_trajectories(store, addresses, invocations)
+    return detail
 
 
 def int_param(query: dict[str, list[str]], name: str, default: int, maximum: int) -> int:
@@ -310,9 +323,10 @@ class Viewer:
             raise ValueError(msg)
         index = int_param(query, "index", 0, 10**9)
         invocations = self.view(job_id).invocations
-        return cell_detail(
+        detail = cell_detail(
             self.store, job_id, evaluation, index, invocations, table=self.table(job_id)
         )
+        return with_trajectories(self.store, detail, invocations)
 
     def compare(self, a: str, b: str, query: dict[str, list[str]]) -> dict[str, Any]:
         a_id, b_id = self.resolve(a), self.resolve(b)
@@ -325,7 +339,15 @@ class Viewer:
         if not 0 <= margin < float("inf"):
             msg = f"margin must be a finite number of at least 0, got {raw!r}."
             raise ValueError(msg)
-        groups = compare_evaluations(self.evaluation(a_id), self.evaluation(b_id), margin=margin)
+        a_eval, b_eval = self.evaluation(a_id), self.evaluation(b_id)
+        if a_eval.get("eval") != b_eval.get("eval") and not _one(query, "any_eval"):
+            msg = (
+                f"Job {a_id} is of eval {a_eval.get('eval')} and job {b_id} of eval "
+                f"{b_eval.get('eval')}: compare two jobs of one eval, or add ?any_eval=1 to "
+                "pair their cases by key all the same."
+            )
+            raise ValueError(msg)
+        groups = compare_evaluations(a_eval, b_eval, margin=margin)
         for row in groups:
             to_fail, to_pass = flipped_of(row)
             row["flipped"] = {"to_fail": to_fail, "to_pass": to_pass}
@@ -528,6 +550,7 @@ def export_html(store: Store, job_id: str) -> str:
         matrix["job_id"] = job_id
         for i in range(len(evaluation["cells"])):
             cell = cell_detail(store, job_id, evaluation, i, view.invocations, table=table)
+            cell = with_trajectories(store, cell, view.invocations)
             details.append(
                 f'<script type="application/json" id="cell-{i}">{safe_json(cell)}</script>'
             )
@@ -540,8 +563,8 @@ def export_html(store: Store, job_id: str) -> str:
         "invocations": {job_id: rows},
         "index": {job_id: index},
     }
-    script = static_text("app.js")
-    style = static_text("app.css")
+    script = static_text("agents.js") + "\n" + static_text("app.js")
+    style = static_text("app.css") + "\n" + static_text("agents.css")
     script_hash = hashlib.sha256(script.encode()).digest()
     style_hash = hashlib.sha256(style.encode()).digest()
     import base64
@@ -554,6 +577,7 @@ def export_html(store: Store, job_id: str) -> str:
     body = static_text("index.html")
     head, _, tail = body.partition("<!--app-->")
     head = head.replace('<link rel="stylesheet" href="/app.css">', f"<style>{style}</style>")
+    head = head.replace('<link rel="stylesheet" href="/agents.css">', "")
     return (
         head.replace(
             "<head>", f'<head>\n<meta http-equiv="Content-Security-Policy" content="{csp}">', 1
@@ -561,5 +585,7 @@ def export_html(store: Store, job_id: str) -> str:
         + f'<script type="application/json" id="fxtr-data">{safe_json(data)}</script>\n'
         + "\n".join(details)
         + f"\n<script>{script}</script>"
-        + tail.replace('<script src="/app.js"></script>', "")
+        + tail.replace('<script src="/app.js"></script>', "").replace(
+            '<script src="/agents.js"></script>', ""
+        )
     )

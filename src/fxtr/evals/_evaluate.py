@@ -7,6 +7,7 @@ import dataclasses
 from collections.abc import Iterator
 from typing import Annotated, Any
 
+from fxtr.agents._types import RUNNERS, Agent
 from fxtr.evals import _judge
 from fxtr.evals._cases import Case
 from fxtr.evals._models import Model
@@ -82,21 +83,44 @@ def request_for(model: Model, text: str, sample: int | None) -> ModelRequest:
     return ModelRequest(context=tuple(messages), sampling=sampling)
 
 
-async def call(model: Model, request: ModelRequest) -> ModelResponse:
-    """Call the model with retries.
+async def call(model: Model, request: ModelRequest, context: Any = None) -> ModelResponse:
+    """Call the model with retries (or through its provider's batch API, when batched).
 
     Raises:
         ModelCallError: the call still failed, so the invocation fails with its classified
             reason and nothing is cached.
     """
+    from fxtr.models._batch import settings_for
+
     api = model.api()
     try:
-        result = await generate_with_retries(api, request)
+        batching = settings_for(model.name, model.base_url, model.provider)
+        if batching is not None and context is not None:
+            result = await _batched(api, request, context, batching)
+        else:
+            result = await generate_with_retries(api, request)
     finally:
         await api.aclose()
     if isinstance(result, ModelCallFailure):
         raise ModelCallError(result)
     return result
+
+
+async def _batched(
+    api: Any, request: ModelRequest, context: StepContext, batching: Any
+) -> ModelResponse | ModelCallFailure:
+    """One single-turn call through the batch API; the batch id is kept in the store."""
+    from fxtr.experiment._executor import invocation_of
+    from fxtr.models._batch import batch_generate
+
+    run = getattr(context, "_run", None)
+    key = f"{context.address}|{invocation_of(context).fingerprint}|{api.model_name}"
+    try:
+        return await batch_generate(
+            api, request, key=key, settings=batching, store=getattr(run, "store", None)
+        )
+    except ModelCallError as exc:
+        return exc.failure
 
 
 @contextlib.contextmanager
@@ -118,7 +142,7 @@ def judge_role() -> Iterator[None]:
 @step(name="fxtr.generate")
 async def generate(context: StepContext, model: Model, case: Case) -> ModelResponse:
     """Ask ``model`` the case's input (as one user message, after its system prompt)."""
-    return await call(model, request_for(model, case_prompt(case), context.sample))
+    return await call(model, request_for(model, case_prompt(case), context.sample), context)
 
 
 @step(name="fxtr.score")
@@ -161,7 +185,7 @@ async def _judged(context: StepContext, scorer: Scorer, case: Case, completion: 
         )
         raise ValueError(msg) from None
     with judge_role():
-        reply = (await call(scorer.judge, request_for(scorer.judge, prompt, None))).text
+        reply = (await call(scorer.judge, request_for(scorer.judge, prompt, None), context)).text
     grade = _judge.read_grade(
         reply,
         grade_pattern=scorer.grade_pattern,
@@ -200,12 +224,18 @@ async def evaluate(
     case: Annotated[ArrayHandle[BoundID[Case]], "[case: str]"],
     scorer: ScalarHandle[BoundID[Scorer]],
     samples: int = 1,
+    agent: Agent | None = None,
 ) -> Annotated[ArrayHandle[Score], "[model: str, case: str, sample: int]"]:
     """Generate every (model, case, sample), then score each response.
 
     The generate step sees what the model is asked (each case's id, input and choices), so
     editing a target or metadata re-grades the cached answers instead of asking again.
+    With an ``agent`` (``fxtr.agents.Agent``), each (model, case, sample) runs the agent
+    loop instead, as the child workflow ``agent[...]``, and the scorer grades its trajectory.
     """
+    if agent is not None:
+        run_agents: Any = RUNNERS["evaluate"]
+        return run_agents(context, agent, model, case, scorer, samples)  # type: ignore[no-any-return]
     responses = context.run_step(
         "generate",
         generate,

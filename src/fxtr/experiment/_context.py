@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Awaitable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
     from fxtr.experiment._records import Invocation, WorkflowRun
 
 E = TypeVar("E", bound=Entity)
+_OP_NAME = re.compile(r"[^/\[\]]+(\[\d+(,\d+)*\])?")
+"""An operation's name: no address syntax, but an index may end it (an agent's ``turn[3]``,
+scheduled one at a time, where a mapped step would have keys ``[dim=key]``)."""
 R = TypeVar("R")
 log = logging.getLogger("fxtr")
 
@@ -69,10 +73,11 @@ class WorkflowContext(_Entities):
         return self._sample
 
     def _child_address(self, name: str) -> str:
-        if not isinstance(name, str) or not name or any(c in name for c in "/[]"):
+        if not isinstance(name, str) or not _OP_NAME.fullmatch(name):
             msg = (
                 f"Operation name {name!r} in workflow {self.workflow_name!r} must be a "
-                "non-empty str without '/', '[' or ']'."
+                "non-empty str without '/', '[' or ']' (but for a trailing index such as "
+                "'turn[3]' or 'tool[3,0]')."
             )
             raise ValueError(msg)
         if name in self._names:

@@ -7,9 +7,10 @@ import hashlib
 import inspect
 import textwrap
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, ParamSpec, TypeVar
+from typing import Any, Generic, NoReturn, ParamSpec, TypeVar
 
 from fxtr.experiment._signature import Signature, read_signature
+from fxtr.experiment.errors import SignatureError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -123,9 +124,23 @@ class WorkflowDefinition(Generic[P, R]):
         return f"<workflow {self.name!r} ({self.path})>"
 
 
+def _refuse_bare(kind: str, fn: Any) -> NoReturn:
+    """Refuse ``@step`` / ``@workflow`` written without its parentheses, naming the fix."""
+    fn_name = getattr(fn, "__name__", "fn")
+    module = (getattr(fn, "__module__", "") or "").rpartition(".")[2]
+    suggested = f"{module}.{fn_name}" if module and module != "__main__" else fn_name
+    msg = (
+        f"@{kind} needs a name: write @{kind}(name={suggested!r}) above "
+        f"'async def {fn_name}(...)' (a bare @{kind} was given)."
+    )
+    raise SignatureError(msg)
+
+
 def step(
+    _fn: Any = None,
+    /,
     *,
-    name: str,
+    name: str | None = None,
     version: str | int | None = None,
     timeout: float | None = None,
     concurrency: int | None = None,
@@ -139,9 +154,12 @@ def step(
         concurrency: at most this many invocations of this step run at once in a job.
 
     Raises:
-        SignatureError: an annotation is missing or not one fxtr understands.
+        SignatureError: an annotation is missing or not one fxtr understands, or the
+            decorator was written bare (``@step`` without ``(name=...)``).
     """
-    _check_name("step", name)
+    if _fn is not None:
+        _refuse_bare("step", _fn)
+    name = _check_name("step", name)
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
     ):
@@ -160,16 +178,21 @@ def step(
     return decorate
 
 
-def workflow(*, name: str) -> Callable[[Callable[P, Awaitable[R]]], WorkflowDefinition[P, R]]:
+def workflow(
+    _fn: Any = None, /, *, name: str | None = None
+) -> Callable[[Callable[P, Awaitable[R]]], WorkflowDefinition[P, R]]:
     """Declare a workflow: a deterministic ``async def`` that schedules steps.
 
     Args:
         name: the workflow's name; the root of every address under it.
 
     Raises:
-        SignatureError: an annotation is missing or not one fxtr understands.
+        SignatureError: an annotation is missing or not one fxtr understands, or the
+            decorator was written bare (``@workflow`` without ``(name=...)``).
     """
-    _check_name("workflow", name)
+    if _fn is not None:
+        _refuse_bare("workflow", _fn)
+    name = _check_name("workflow", name)
 
     def decorate(fn: Callable[P, Awaitable[R]]) -> WorkflowDefinition[P, R]:
         return WorkflowDefinition(fn, name)

@@ -28,6 +28,7 @@ import asyncio
 import contextvars
 import itertools
 import logging
+import threading
 import time
 import typing
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -95,6 +96,11 @@ the others keep ``concurrency`` steps busy."""
 VALUES_SEEN_MAX = 16_384
 """Input fingerprints a pass remembers as queued before it starts afresh (a value queued
 again is written again, the same text under the same key: only memory is saved)."""
+LEASE = 6.0
+"""Seconds a claim holds without a heartbeat. The holder renews its claims every third of
+it from a thread of its own (a step that blocks the event loop does not stop it), so a
+holder that can no longer beat (killed, a zombie, frozen, on another host) loses its claims
+within seconds, not after a long lease."""
 
 
 class Run:
@@ -112,7 +118,7 @@ class Run:
         prior: Mapping[str, Invocation] | None = None,
         expected_ops: Mapping[str, list[dict[str, Any]]] | None = None,
         holder: str = "",
-        lease: float = 30.0,
+        lease: float = LEASE,
         executor: Any = None,
         hermetic: bool = True,
         shared: bool = False,
@@ -154,7 +160,7 @@ class Run:
         self.why_memo: dict[Any, list[str]] = {}
         """What differs between two values of an input, computed once a pass (``_why``)."""
         self._batch: Batch | None = None
-        self._heartbeat: asyncio.Task[None] | None = None
+        self._heartbeat: _Heartbeat | None = None
         self.on_invocation: Callable[[Invocation], None] | None = None
         """Called as each invocation ends (progress reporting, the execution graph)."""
 
@@ -181,7 +187,8 @@ class Run:
         root_task = self.spawn(root)
         watchdog = None
         if self.mode == "live":
-            self._heartbeat = asyncio.get_running_loop().create_task(self._renew_claims())
+            self._heartbeat = _Heartbeat(self)
+            self._heartbeat.start()
             watchdog = LoopWatchdog(asyncio.get_running_loop(), self.running)
             watchdog.start()
         try:
@@ -191,7 +198,7 @@ class Run:
             if watchdog is not None:
                 watchdog.stop()
             if self._heartbeat is not None:
-                self._heartbeat.cancel()
+                self._heartbeat.stop()
             if self.fatal is not None or self.pending:
                 for task in self.pending:
                     task.cancel()
@@ -204,11 +211,6 @@ class Run:
             raise self.fatal
         return root_task.result()
 
-    async def _renew_claims(self) -> None:
-        while True:
-            await asyncio.sleep(self.lease / 3)
-            if self.held:
-                self.store.renew(list(self.held), self.lease)
 
     # store writes ---------------------------------------------------------------------
 
@@ -610,3 +612,36 @@ class Run:
                 sampled=op.samples is not None,
             )
         )
+
+
+class _Heartbeat(threading.Thread):
+    """Renews a run's claims every third of its lease, from its own thread.
+
+    Liveness is what a dead holder cannot do: a killed process (a zombie its parent has not
+    reaped counts as running), a frozen one or one on another host stops beating, and its
+    claims expire one lease later. A renewal that fails (a store outage) is logged; the
+    next one tries again.
+    """
+
+    def __init__(self, run: Run) -> None:
+        super().__init__(name="fxtr-claims-heartbeat", daemon=True)
+        self.job_run = run
+        self._halt = threading.Event()
+
+    def run(self) -> None:
+        run = self.job_run
+        while not self._halt.wait(run.lease / 3):
+            try:
+                held = tuple(run.held)
+            except RuntimeError:  # changed size while copied: take it at the next beat
+                continue
+            if not held:
+                continue
+            try:
+                run.store.renew(list(held), run.lease)
+            except Exception as exc:  # the next beat tries again
+                log.warning("fxtr could not renew its claims: %s: %s", type(exc).__name__, exc)
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(timeout=5)

@@ -7,7 +7,13 @@ cost outside bodies is one context-variable lookup per audited event.
 
 Not notices: imports (``.py``/``.pyc``/extension files, anything under the interpreter's
 prefixes), the fxtr store itself, device and ``/proc`` files, model-provider credentials and
-variables that libraries read for transport (proxies, certificates, locale).
+variables that libraries read for transport (proxies, certificates, locale). Nor anything
+read *while a module is being imported* (a library's import-time settings, such as
+pydantic's ``PYDANTIC_DISABLE_PLUGINS``, read by an ``import`` inside a step), nor by the
+libraries *below a model SDK* (the openai SDK's platform headers read ``/etc/os-release``,
+``SHELL``, ``PATH``...): the frames that led to the read are looked at, and a read with an
+import or a model SDK among them is not the user's. A step's own ``os.environ[...]`` or
+``open(...)`` still is.
 """
 
 from __future__ import annotations
@@ -51,6 +57,28 @@ _ENV_ALLOWED = re.compile(
 )
 _installed = False
 
+MODEL_SDKS = frozenset({"openai", "anthropic", "google", "mistralai", "cohere", "groq", "litellm"})
+"""Top-level packages of model SDKs: what they and the libraries below them read is theirs."""
+_IMPORTING = "<frozen importlib._bootstrap"
+"""How the import machinery's frames name their file (``_bootstrap`` and ``_external``)."""
+MAX_FRAMES = 200
+"""Frames looked at above a read (a step's body is far fewer frames below its task)."""
+
+
+def _not_the_users(frame: Any) -> bool:
+    """Whether a read, made from ``frame``, comes from an import or from below a model SDK."""
+    seen = 0
+    while frame is not None and seen < MAX_FRAMES:
+        code = frame.f_code
+        if code.co_filename.startswith(_IMPORTING):
+            return True
+        name = frame.f_globals.get("__name__")
+        if isinstance(name, str) and name.partition(".")[0] in MODEL_SDKS:
+            return True
+        frame = frame.f_back
+        seen += 1
+    return False
+
 
 def register_store(path: str | os.PathLike[str]) -> None:
     """Files under a store are the record itself, never a notice."""
@@ -79,6 +107,8 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
         real.startswith(p) for p in _STORE_ROOTS
     ):
         return
+    if _not_the_users(sys._getframe(1)):
+        return
     flags = args[2] if len(args) > 2 and isinstance(args[2], int) else 0
     writes = (isinstance(mode, str) and any(c in mode for c in "wax+")) or bool(
         flags & (os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND)
@@ -95,7 +125,12 @@ def _wrap_environ() -> None:
 
     def __getitem__(self: Any, key: str) -> Any:
         target = watching.get()
-        if target is not None and self is os.environ and not _ENV_ALLOWED.match(str(key)):
+        if (
+            target is not None
+            and self is os.environ
+            and not _ENV_ALLOWED.match(str(key))
+            and not _not_the_users(sys._getframe(1))
+        ):
             _note(
                 target,
                 f"read environment variable {key!r} (pass settings as inputs; only provider "

@@ -222,10 +222,13 @@ def summarize(invocations: Iterable[Invocation]) -> dict[str, Any]:
     """
     from fxtr.tracing._jobgraph import strip_keys
 
-    total = {"invocations": 0, "ran": 0, "cached": 0, "failed": 0, "tokens": 0, "cost_usd": 0.0}
+    total: dict[str, Any] = {"invocations": 0, "ran": 0, "cached": 0, "failed": 0}
     ops: dict[str, dict[str, Any]] = {}
     stripped: dict[str, str] = {}
+    priced: list[Invocation] = []
     for inv in invocations:
+        if inv.cost_by_model or inv.model_calls:
+            priced.append(inv)
         address = inv.address
         cut = address.rfind("[") if address.endswith("]") and '"' not in address else -1
         head = address[:cut] if cut > 0 else address
@@ -262,9 +265,13 @@ def summarize(invocations: Iterable[Invocation]) -> dict[str, Any]:
             op["input_tokens"] += inv.input_tokens
             op["output_tokens"] += inv.output_tokens
             op["cost_usd"] += inv.cost_usd or 0.0
-        for usage in inv.cost_by_model.values():
-            total["tokens"] += usage.get("input_tokens", 0) + usage.get("output_tokens", 0)
-            total["cost_usd"] += usage.get("usd") or 0.0
+    # tokens and dollars as the report counts them (priced, unpriced, saved by the cache),
+    # from the records that made model calls: the others add nothing
+    from fxtr.report import cost_of_invocations
+
+    cost = cost_of_invocations([i.to_json() for i in priced])
+    total["tokens"] = cost["input_tokens"] + cost["output_tokens"]
+    total["cost_usd"] = cost["usd"]
     return {**total, "operations": ops}
 
 
@@ -306,7 +313,10 @@ async def _attempt(
         prior_ops = None
     else:
         attempt = len(record["attempts"]) + 1
+        from fxtr.report._names import process_identity  # who runs it: see `interrupted`
+
         info = {"attempt": attempt, "started_at": time.time(), "status": "running"}
+        info.update(process_identity())
         if run_tag is not None:
             info["run"] = run_tag
         record["attempts"].append(info)

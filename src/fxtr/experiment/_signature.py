@@ -53,6 +53,17 @@ class Signature:
     """``None`` for a workflow that returns nothing."""
 
 
+def _param_text(param: inspect.Parameter) -> str:
+    """A parameter as it is written (string annotations unquoted)."""
+    text = param.name
+    if param.annotation is not inspect.Parameter.empty:
+        ann = param.annotation
+        text += f": {ann if isinstance(ann, str) else inspect.formatannotation(ann)}"
+    if param.default is not inspect.Parameter.empty:
+        text += f" = {param.default!r}"
+    return text
+
+
 def _fn_name(fn: Callable[..., Any]) -> str:
     return getattr(fn, "__qualname__", repr(fn))
 
@@ -148,7 +159,14 @@ def read_signature(fn: Callable[..., Any], owner: Owner, label: str) -> Signatur
     parameters = list(sig.parameters.values())
     if not parameters or parameters[0].name != "context":
         ctx = "StepContext" if owner == "step" else "WorkflowContext"
-        msg = f"{where_fn} must take 'context: {ctx}' as its first parameter."
+        others = [_param_text(p) for p in parameters if p.name != "context"]
+        fixed = ", ".join([f"context: {ctx}", *others])
+        fn_name = getattr(fn, "__name__", "fn")
+        got = ", ".join(_param_text(p) for p in parameters) or "no parameters"
+        msg = (
+            f"{where_fn} must take 'context: {ctx}' as its first parameter (it takes "
+            f"{got}). Write: async def {fn_name}({fixed})"
+        )
         raise SignatureError(msg)
     try:
         hints = typing.get_type_hints(fn, include_extras=True)

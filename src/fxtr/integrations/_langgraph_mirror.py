@@ -272,11 +272,13 @@ class _Mirror:
         step = self._step(thread_id, state, ns, checkpoint_id, number)
         attrs: dict[str, Any] = {"langgraph_task_id": task_id}
         depends: list[str] = []
-        if record is not None and record.step.graph is step.graph:
+        if record is not None:
             if record.node.status in ("failed", "interrupted", "cancelled"):
                 depends = [record.node.id]  # a rerun of what did not finish
             else:
                 attrs["replay_of"] = record.node.id  # time travel: it ran again
+            if record.step.graph is not step.graph:  # resumed inside another client.task()
+                attrs["depends_on_task"] = record.step.graph.task_id
         if name is None:
             attrs["unnamed"] = True
         node = step.graph.start("step", name or "task", step.node.id, depends, **attrs)

@@ -29,7 +29,8 @@ Events are matched by LangGraph's task ids and checkpoint lineage, never by arri
 writes may arrive before their super-step's checkpoint or after the next one (LangGraph saves
 in the background). A task id already recorded as finished in an earlier attempt (after
 ``invoke(None, config)`` or ``Command(resume=...)``) is a new node whose ``depends_on`` is the
-earlier node, when both are in the same task graph.
+earlier node; when the rerun is in another task graph (resumed inside another
+``client.task()``), its ``depends_on_task`` attribute names the graph that node is in.
 
 Known limits: errors raised outside any task (input validation, the graph's own code,
 ``GraphRecursionError``) are not tasks (they fail the thread's own task). Without the

@@ -15,7 +15,9 @@ from typing import Any, ClassVar
 
 import httpx
 
+from fxtr.models._budget import spending
 from fxtr.models._classify import category_from_http
+from fxtr.models._limiter import limited
 from fxtr.models._observe import observe
 from fxtr.models._prices import cost_of
 from fxtr.models._types import (
@@ -118,6 +120,10 @@ class ModelAPI:
             if api_key is not None
             else (os.environ.get(self.env_key) if self.env_key else None)
         )
+        if api_key is not None:  # a key not from the environment: redacted from all we write
+            from fxtr.secrets import register
+
+            register(api_key)
         self._client = http_client or httpx.AsyncClient(timeout=timeout)
         self._owns_client = http_client is None
         self._limit = asyncio.Semaphore(max_concurrency)
@@ -166,11 +172,14 @@ class ModelAPI:
         """
         limiter = call_limiter.get()
         async with observe(self.model_name, request, self.provider) as call:
-            if limiter is None:
-                response = await self._send(request)
-            else:
-                async with limiter(self.provider):
-                    response = await self._send(request)
+            async with spending(self, request) as spent:
+                if limiter is None:
+                    async with limited(self.base_url, self.model_name):
+                        response = await self._send(request)
+                else:
+                    async with limiter(self.provider):
+                        response = await self._send(request)
+                spent.append(response)
             call.response = response
             return response
 

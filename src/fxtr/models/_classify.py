@@ -75,6 +75,7 @@ REASON_OF_CATEGORY: dict[str, str] = {
     "rate_limit": "budget",
     "quota": "budget",
     "billing": "budget",
+    "budget_exhausted": "budget",  # the run's own --fxtr-max-cost refused the call
     "context_overflow": "context_overflow",
     "refusal": "refusal",
     "content_filter": "refusal",
@@ -278,6 +279,24 @@ def _sdk_transport_category(error: Any) -> str | None:
     return None
 
 
+CALL_FAILURE = "__fxtr_call_failure__"
+"""The attribute a recorded model call's error carries: the call's ``(reason, category)``."""
+
+
+def mark_call_failure(error: BaseException, reason: str, category: str | None) -> None:
+    """Mark ``error`` as the error of a recorded model call, with the call's reason.
+
+    A step (or a tracing step, or a LangGraph node) that fails with this very error takes
+    the call's reason and category (DESIGN §3), not ``tool_error``: the SDK's transport
+    failure inside a step is the model call's, and says ``unknown`` on both. An error that
+    cannot take attributes keeps the classifier's answer.
+    """
+    try:
+        setattr(error, CALL_FAILURE, (reason, category))
+    except (AttributeError, TypeError):  # a class with __slots__: nothing to mark
+        pass
+
+
 def failure_category(error: Any) -> str | None:
     """The finer category of a failure (``rate_limit``, ``timeout``, ...).
 
@@ -285,6 +304,9 @@ def failure_category(error: Any) -> str | None:
     Transport errors keep their category (``timeout``, ``connection``): httpx's and httpx2's,
     and the official SDKs' ``APITimeoutError`` and ``APIConnectionError`` (openai, anthropic).
     """
+    recorded = getattr(error, CALL_FAILURE, None)
+    if isinstance(recorded, tuple) and len(recorded) == 2:
+        return recorded[1] if isinstance(recorded[1], str) else None
     category = _provider_category(error)
     if category is not None:
         return category
@@ -317,6 +339,9 @@ def classify(error: Any) -> str:
             code that raised, httpx's and the SDKs' transport errors included) is
             ``tool_error``.
     """
+    recorded = getattr(error, CALL_FAILURE, None)  # a model call's error: the call's reason
+    if isinstance(recorded, tuple) and recorded and recorded[0] in REASONS:
+        return str(recorded[0])
     category = _provider_category(error)
     if category is None:
         return "tool_error"

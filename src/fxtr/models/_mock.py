@@ -15,6 +15,7 @@ import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from fxtr.models._budget import spending
 from fxtr.models._observe import observe
 from fxtr.models._prices import cost_of, has_price
 from fxtr.models._types import (
@@ -25,12 +26,15 @@ from fxtr.models._types import (
     ModelRequest,
     ModelResponse,
     SystemMessage,
+    ToolCall,
     ToolMessage,
     Usage,
     UserMessage,
 )
 
-Reply = str | Sequence[str] | Callable[[ModelRequest], "str | ModelResponse | ModelCallFailure"]
+Answer = str | ToolCall | Sequence[str | ToolCall] | ModelResponse | ModelCallFailure
+"""What a reply callable may return: text, a tool call, several (parallel calls), a reply."""
+Reply = str | Sequence[str] | Callable[[ModelRequest], Answer]
 
 
 _CODE: dict[str, str] = {}
@@ -186,6 +190,25 @@ def request_text(request: ModelRequest) -> str:
     return "\n".join(parts)
 
 
+def _output_of(out: Any) -> tuple[ContentText | ToolCall, ...]:
+    """A script's answer as reply blocks: text, a tool call, or a list of both."""
+    items = out if isinstance(out, (list, tuple)) else [out]
+    return tuple(
+        item if isinstance(item, (ContentText, ToolCall)) else ContentText(text=str(item))
+        for item in items
+    )
+
+
+def _output_text(output: tuple[ContentText | ToolCall, ...]) -> str:
+    """What the reply's output tokens are estimated from (a call as its JSON)."""
+    import json
+
+    return "".join(
+        b.text if isinstance(b, ContentText) else json.dumps([b.name, b.arguments])
+        for b in output
+    )
+
+
 class MockModelAPI:
     """A model that answers from a script, offline, with realistic usage and cost.
 
@@ -195,8 +218,10 @@ class MockModelAPI:
             something; otherwise ``price_as`` names the model to price it as, or cost is
             ``None``.
         reply: a string; a list of strings used in turn (the last one repeats); or a
-            callable of the ``ModelRequest`` returning a string, a ``ModelResponse`` or a
-            ``ModelCallFailure`` (raised as ``ModelCallError``), or raising.
+            callable of the ``ModelRequest`` returning a string, a ``ToolCall`` (see
+            ``fxtr.agents.tool_call``), a list of strings and tool calls (parallel calls),
+            a ``ModelResponse`` or a ``ModelCallFailure`` (raised as ``ModelCallError``),
+            or raising. Text and tool calls get estimated usage and the model's price.
         delay: seconds each call takes.
         price_as: a priced model name to compute the cost with.
     """
@@ -246,36 +271,43 @@ class MockModelAPI:
         limiter = call_limiter.get()
         async with observe(self.model_name, request, self.provider) as call:
             call.code = self.code
-            self.requests.append(request)
-            if limiter is not None:
-                async with limiter(self.provider):
-                    if self.delay:
-                        await asyncio.sleep(self.delay)
-                    out = self._next(request)
-            else:
+            async with spending(self, request) as spent:
+                response = await self._answer(request, call, limiter)
+                spent.append(response)
+            return response
+
+    async def _answer(self, request: ModelRequest, call: Any, limiter: Any) -> ModelResponse:
+        self.requests.append(request)
+        if limiter is not None:
+            async with limiter(self.provider):
                 if self.delay:
                     await asyncio.sleep(self.delay)
                 out = self._next(request)
-            if isinstance(out, ModelCallFailure):
-                raise ModelCallError(out)
-            if isinstance(out, ModelResponse):
-                call.response = out
-                return out
-            text = str(out)
-            usage = Usage(
-                input_tokens=estimate_tokens(request_text(request)),
-                output_tokens=estimate_tokens(text),
-            )
-            priced = self.model_name if has_price(self.model_name) else self.price_as
-            response = ModelResponse(
-                output=(ContentText(text=text),),
-                usage=usage,
-                cost=cost_of(priced, usage) if priced else None,
-                stop_reason="stop",
-                model=self.model_name,
-            )
-            call.response = response
-            return response
+        else:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            out = self._next(request)
+        if isinstance(out, ModelCallFailure):
+            raise ModelCallError(out)
+        if isinstance(out, ModelResponse):
+            call.response = out
+            return out
+        output = _output_of(out)
+        usage = Usage(
+            input_tokens=estimate_tokens(request_text(request)),
+            output_tokens=estimate_tokens(_output_text(output)),
+        )
+        priced = self.model_name if has_price(self.model_name) else self.price_as
+        calls = any(isinstance(block, ToolCall) for block in output)
+        response = ModelResponse(
+            output=output,
+            usage=usage,
+            cost=cost_of(priced, usage) if priced else None,
+            stop_reason="tool_calls" if calls else "stop",
+            model=self.model_name,
+        )
+        call.response = response
+        return response
 
     async def aclose(self) -> None:
         """Nothing to close; here so code written for real APIs runs unchanged."""

@@ -198,6 +198,9 @@ class OpenAIResponsesAPI(OpenAIChatAPI):
                     "name": t.name,
                     "description": t.description,
                     "parameters": t.parameters,
+                    # the Responses API validates strictly unless told (its default is true,
+                    # which refuses optional parameters and defaults): as Chat Completions
+                    "strict": False,
                 }
                 for t in request.tools
             ]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import os
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -66,12 +67,67 @@ def newest_first(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def attempt_status(record: dict[str, Any]) -> str | None:
-    """The status of a job's last attempt (``None`` when the record has none or is damaged)."""
+    """The status of a job's last attempt (``None`` when the record has none or is damaged).
+
+    An attempt recorded ``running`` whose process is gone is ``interrupted`` (DESIGN §11).
+    """
     attempts = record.get("attempts")
     if isinstance(attempts, list) and attempts and isinstance(attempts[-1], dict):
-        status = attempts[-1].get("status")
-        return status if isinstance(status, str) else None
+        return live_status(attempts[-1])
     return None
+
+
+INTERRUPTED = "interrupted"
+"""The status of an attempt whose process died before it ended (killed, the machine lost)."""
+
+
+def live_status(attempt: dict[str, Any]) -> str | None:
+    """An attempt's status as it is now: ``running`` only while its process lives.
+
+    The record says ``running`` from the attempt's start until it ends; a process killed
+    with SIGKILL never writes its end. On the host that ran it, a process that no longer
+    exists (or whose pid now belongs to a later process) makes the attempt ``interrupted``.
+    An attempt of another host, or one recorded without its process, stays ``running``.
+    """
+    status = attempt.get("status")
+    if not isinstance(status, str):
+        return None
+    if status == "running" and _process_gone(attempt):
+        return INTERRUPTED
+    return status
+
+
+def process_identity() -> dict[str, Any]:
+    """This process as an attempt records it: ``host``, ``pid`` and ``pid_started``."""
+    return {"host": socket.gethostname(), "pid": os.getpid(), "pid_started": _started(os.getpid())}
+
+
+def _started(pid: int) -> int | None:
+    """When a process started (clock ticks since boot, from ``/proc``; ``None`` elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    fields = stat[stat.rfind(b")") + 2 :].split()  # after "pid (comm) "
+    try:
+        return int(fields[19])  # field 22, starttime
+    except (IndexError, ValueError):
+        return None
+
+
+def _process_gone(attempt: dict[str, Any]) -> bool:
+    pid, host = attempt.get("pid"), attempt.get("host")
+    if not isinstance(pid, int) or host != socket.gethostname():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # it exists, owned by someone else
+        pass
+    started = attempt.get("pid_started")
+    return started is not None and _started(pid) not in (None, started)
 
 
 def eval_of(record: dict[str, Any]) -> str | None:

@@ -10,13 +10,14 @@ prefix, base64).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from typing import Any, TextIO
 
 from fxtr.secrets import redact
 
-__all__ = ["RedactingStream", "redact_data", "redacted_json"]
+__all__ = ["RedactingStream", "redact_data", "redact_objects", "redacted_json"]
 
 
 def redact_data(data: Any) -> Any:
@@ -33,6 +34,41 @@ def redact_data(data: Any) -> Any:
     if data is None or isinstance(data, (bool, int, float)):
         return data
     return redact(str(data))
+
+
+def redact_objects(value: Any) -> Any:
+    """``value`` with credentials redacted from every string it holds, objects kept in place.
+
+    For the structures another program renders later (pytest's failure representations, its
+    captured sections): strings are redacted, lists and dicts in place, tuples rebuilt (named
+    tuples too), and the fields of dataclass instances set to their redacted values. Other
+    objects are left as they are.
+    """
+    return _redact_objects(value, set())
+
+
+def _redact_objects(value: Any, seen: set[int]) -> Any:
+    if isinstance(value, str):
+        return redact(value)
+    if value is None or isinstance(value, (bool, int, float, bytes)) or id(value) in seen:
+        return value
+    seen.add(id(value))
+    if isinstance(value, list):
+        value[:] = [_redact_objects(v, seen) for v in value]
+    elif isinstance(value, dict):
+        items = [(_redact_objects(k, seen), _redact_objects(v, seen)) for k, v in value.items()]
+        value.clear()
+        value.update(items)
+    elif isinstance(value, tuple):
+        parts = [_redact_objects(v, seen) for v in value]
+        if any(a is not b for a, b in zip(parts, value, strict=True)):
+            return type(value)(*parts) if hasattr(value, "_fields") else type(value)(parts)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for name, held in list(vars(value).items()):
+            new = _redact_objects(held, seen)
+            if new is not held:
+                object.__setattr__(value, name, new)
+    return value
 
 
 def redacted_json(data: Any, *, indent: int | None = None) -> str:

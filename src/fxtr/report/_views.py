@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from fxtr.report._evals import evaluation_of, gate_label, model_call_view
+from fxtr.report._names import live_status
 from fxtr.report._values import render_value
 from fxtr.store import Store
 from fxtr.tracing._jobgraph import address_segments, parent_address, source_op, strip_keys
@@ -92,8 +93,8 @@ class JobView:
 
     @property
     def status(self) -> str | None:
-        status: str | None = self.attempt.get("status")
-        return status
+        """The last attempt's status; ``interrupted`` when its process died while running."""
+        return live_status(self.attempt)
 
 
 def load_job(store: Store, job_id: str) -> JobView:
@@ -117,27 +118,129 @@ def format_usd(value: float | None) -> str:
     return f"${value:.4f}" if value >= 0.01 or value == 0 else f"${value:.6f}"
 
 
-def cost_of_invocations(invocations: list[dict[str, Any]]) -> dict[str, Any]:
-    """Calls, tokens and dollars spent in this attempt, and what the cache saved, per model."""
+SUBJECT = "subject"
+"""The role of a model call that is not a judge's."""
 
-    def empty() -> dict[str, Any]:
-        return {"calls": 0, "input_tokens": 0, "output_tokens": 0, "usd": 0.0, "saved_usd": 0.0}
 
-    total = empty()
-    by_model: dict[str, dict[str, Any]] = defaultdict(empty)
+def _usage_row() -> dict[str, Any]:
+    return {
+        "calls": 0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "usd": None,
+        "saved_usd": None,
+        "unpriced_calls": 0,
+    }
+
+
+def _call_parts(inv: dict[str, Any]) -> list[tuple[str, str, int, int, int, float | None]]:
+    """An invocation's usage as ``(model, role, calls, input, output, usd)`` parts.
+
+    Each recorded call is its own part. An invocation with no call details (served from the
+    cache) is split by its per-model totals, each given its one role when the invocation had
+    one, or its per-role totals given their one model; only when it had several models *and*
+    several roles are a model's calls given the role ``subject, judge``.
+    """
+    by_model = inv.get("cost_by_model") or {}
+    by_role = inv.get("cost_by_role") or {}
+    calls = [c for c in inv.get("model_calls") or [] if isinstance(c, dict)]
+    total = sum(int(u.get("calls", 0)) for u in by_model.values())
+    if calls and len(calls) == total:
+        return [
+            (
+                str(c.get("model")),
+                str(c.get("role") or SUBJECT),
+                1,
+                int(c.get("input_tokens") or 0),
+                int(c.get("output_tokens") or 0),
+                c.get("cost_usd"),
+            )
+            for c in calls
+        ]
+
+    def part(model: str, role: str, u: dict[str, Any]) -> tuple[str, str, int, int, int, Any]:
+        calls, tokens = int(u.get("calls", 0)), int(u.get("input_tokens", 0))
+        return (model, role, calls, tokens, int(u.get("output_tokens", 0)), u.get("usd"))
+
+    if len(by_model) == 1 and len(by_role) > 1:  # one model in several roles
+        (model,) = by_model
+        return [part(str(model), str(role), u) for role, u in by_role.items()]
+    role = ", ".join(sorted(by_role)) if by_role else SUBJECT
+    return [part(str(model), role, u) for model, u in by_model.items()]
+
+
+def _add(
+    row: dict[str, Any], part: tuple[str, str, int, int, int, float | None], cached: bool
+) -> None:
+    _, _, calls, tokens_in, tokens_out, usd = part
+    if cached:  # not spent this attempt: what the cache saved
+        if usd is not None:
+            row["saved_usd"] = (row["saved_usd"] or 0.0) + usd
+        return
+    row["calls"] += calls
+    row["input_tokens"] += tokens_in
+    row["output_tokens"] += tokens_out
+    if usd is None:
+        row["unpriced_calls"] += calls
+    else:
+        row["usd"] = (row["usd"] or 0.0) + usd
+
+
+def _settle(row: dict[str, Any]) -> dict[str, Any]:
+    """Dollars ``None`` only when calls were made and none had a known price."""
+    if row["usd"] is None and not row["unpriced_calls"]:
+        row["usd"] = 0.0
+    if row["saved_usd"] is None and (row["usd"] is not None):
+        row["saved_usd"] = 0.0
+    return row
+
+
+def cost_rows(invocations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Calls, tokens and dollars of this attempt per model *and* role (DESIGN §5, §9).
+
+    A model that served as the subject and as a judge has a row for each role, never one
+    merged row. ``usd`` is ``None`` for a row whose calls had no known price (it counts
+    them in ``unpriced_calls``); ``saved_usd`` is what the cache saved. Subjects first.
+    """
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
     for inv in invocations:
-        for model, usage in (inv.get("cost_by_model") or {}).items():
-            row = by_model[model]
-            if inv.get("from_cache"):
-                row["saved_usd"] += usage.get("usd") or 0.0
-                total["saved_usd"] += usage.get("usd") or 0.0
-                continue
-            for target in (row, total):
-                target["calls"] += usage.get("calls", 0)
-                target["input_tokens"] += usage.get("input_tokens", 0)
-                target["output_tokens"] += usage.get("output_tokens", 0)
-                target["usd"] += usage.get("usd") or 0.0
-    return {**total, "by_model": dict(by_model)}
+        cached = bool(inv.get("from_cache"))
+        for part in _call_parts(inv):
+            row = rows.get(part[:2])
+            if row is None:
+                row = rows[part[:2]] = {"model": part[0], "role": part[1], **_usage_row()}
+            _add(row, part, cached)
+    return sorted(
+        (_settle(r) for r in rows.values()),
+        key=lambda r: (r["role"] != SUBJECT, r["model"], r["role"]),
+    )
+
+
+def cost_of_invocations(invocations: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report's ``cost``: this attempt's calls, tokens, dollars, savings, per model and role.
+
+    The keys are DESIGN §5's: ``calls``, ``input_tokens``, ``output_tokens``, ``usd``,
+    ``saved_usd``, ``unpriced_calls``, ``by_model`` and ``by_role`` (each with the same).
+
+    ``usd`` is ``None`` for a model (or role) whose calls had no known price, and the total
+    is ``None`` when no call had one; otherwise the known sum, with ``unpriced_calls``
+    counting the calls left out of it.
+    """
+    total = _usage_row()
+    by_model: dict[str, dict[str, Any]] = defaultdict(_usage_row)
+    by_role: dict[str, dict[str, Any]] = defaultdict(_usage_row)
+    for row in cost_rows(invocations):
+        for target in (total, by_model[row["model"]], by_role[row["role"]]):
+            for key in ("calls", "input_tokens", "output_tokens", "unpriced_calls"):
+                target[key] += row[key]
+            for key in ("usd", "saved_usd"):
+                if row[key] is not None:
+                    target[key] = (target[key] or 0.0) + row[key]
+    return {
+        **_settle(total),
+        "by_model": {m: _settle(r) for m, r in by_model.items()},
+        "by_role": {r: _settle(v) for r, v in by_role.items()},
+    }
 
 
 REPORT_KEYS = ("address", "step", "status", "from_cache", "reason", "error", "warnings")
@@ -278,6 +381,7 @@ def operation_graph(view: JobView) -> dict[str, Any]:
         if inv.get("reason"):
             n["reasons"][inv["reason"]] += 1
     edges = [e for e in edges if e["source"] in nodes]
+    edges = fold_trajectories(nodes, edges)
     _layout(nodes, edges)
     out = []
     for n in nodes.values():
@@ -288,6 +392,67 @@ def operation_graph(view: JobView) -> dict[str, Any]:
         "truncated": len(out) > MAX_GRAPH_NODES,
         "rollup": _rollup(out),
     }
+
+
+AGENT_WORKFLOW = "fxtr.agent"
+"""The agent loop's workflow: one trajectory per invocation (DESIGN §12)."""
+
+
+def fold_trajectories(
+    nodes: dict[str, dict[str, Any]], edges: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """Draw an agent's trajectories as one node that holds its steps.
+
+    Its turns, tool calls and simulated-user replies fold into it, counted on its lines;
+    clicking it lists them.
+
+    Returns:
+        The edges, with those of the folded steps moved to the trajectory node.
+    """
+    agents = [k for k, n in nodes.items() if n["callee"] == AGENT_WORKFLOW]
+    if not agents:
+        return edges
+    moved: dict[str, str] = {}
+    for key in agents:
+        agent = nodes[key]
+        inside = [k for k in nodes if k.startswith(key + "/")]
+        by_name: Counter[str] = Counter()
+        steps: Counter[str] = Counter()
+        for k in inside:
+            n = nodes.pop(k)
+            moved[k] = key
+            by_name[k.rsplit("/", 1)[1]] += n["invocations"]
+            steps.update(n["counts"])
+            for field in ("ran", "cached", "input_tokens", "output_tokens", "cost_usd"):
+                agent[field] += n[field]
+            agent["reasons"].update(n["reasons"])
+        trajectories = agent["invocations"]
+        states = " · ".join(
+            f"{c} {'ok' if s == 'succeeded' else s.replace('_', ' ')}"
+            for s, c in sorted(steps.items())
+        )
+        agent["kind"] = "trajectory"
+        agent["steps"] = dict(by_name)
+        agent["lines"] = [
+            f"{trajectories} trajector{'y' if trajectories == 1 else 'ies'} · "
+            f"{by_name['turn']} turns",
+            f"{by_name['tool']} tool calls"
+            + (f" · {by_name['user']} user turns" if by_name["user"] else ""),
+            f"steps: {states or 'none'}",
+            f"{agent['ran']} ran · {agent['cached']} cached",
+        ]
+        tokens = agent["input_tokens"] + agent["output_tokens"]
+        if tokens:
+            agent["lines"].append(f"{tokens} tokens · ${agent['cost_usd']:.4f}")
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, str]] = set()
+    for e in edges:
+        source, target = moved.get(e["source"], e["source"]), moved.get(e["target"], e["target"])
+        if source == target or (source, target, e["param"]) in seen:
+            continue
+        seen.add((source, target, e["param"]))
+        out.append({**e, "source": source, "target": target})
+    return out
 
 
 def _rollup(nodes: list[dict[str, Any]]) -> dict[str, Any]:

@@ -27,14 +27,28 @@ def is_url(location: Any) -> bool:
 
 
 def pid_alive(pid: int) -> bool:
-    """Whether a process on this host is still running (a claim's holder)."""
+    """Whether a process on this host is still running (a claim's holder).
+
+    A zombie (killed, not yet reaped by its parent, as a killed pytest-xdist worker is) is
+    not running, though signals still reach its process id.
+    """
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            stat = handle.read()
+    except OSError:  # no /proc (not Linux), or it went away: the signal said it runs
+        return False
+    state = stat[stat.rfind(b")") + 2 :][:1]  # the field after the command's parentheses
+    return state == b"Z"
 
 
 def parse_job(text: Any, where: str) -> dict[str, Any] | None:

@@ -1,7 +1,8 @@
 """Re-export of the failure classifier, which lives in ``fxtr.models._classify``.
 
 Providers use its categories; tracing re-exports it so that ``fxtr.tracing.classify``
-stays the public name.
+stays the public name. A step that fails with the error of a model call recorded inside it
+takes that call's reason (``mark_call_failure``, DESIGN §3).
 """
 
 from fxtr.models._classify import (  # noqa: F401
@@ -12,4 +13,5 @@ from fxtr.models._classify import (  # noqa: F401
     category_from_http,
     classify,
     failure_category,
+    mark_call_failure,
 )

@@ -156,10 +156,13 @@ class Client:
             seqs = {n.id: i for i, n in enumerate(graph.nodes)}
 
             def persist(node: Node) -> None:
+                from fxtr.store._base import redact_json
+
                 seq = seqs.get(node.id)
                 if seq is None:
                     seq = seqs[node.id] = store.next_trace_seq(task_id)
-                store.put_trace_node(task_id, seq, node.to_json())
+                # credentials never reach the store, as for the invocations' records
+                store.put_trace_node(task_id, seq, redact_json(node.to_json()))
 
             graph.on_change = persist
         with self._lock:

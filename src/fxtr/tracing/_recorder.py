@@ -273,6 +273,12 @@ class CallRecord:
         reason, category = why
         reply = clip(reply)
         error_text = _error_text(error) if error is not None else None
+        if error is not None:  # the step that fails with this error takes the call's reason
+            from fxtr.models._classify import classify, failure_category, mark_call_failure
+
+            reason = reason or classify(error)
+            category = category or failure_category(error)
+            mark_call_failure(error, reason, category)
         node = self.node
         if self.graph is not None and node is not None:
             node.input_tokens = input_tokens
@@ -301,13 +307,7 @@ class CallRecord:
                 **extra,
             }
             if error is not None:
-                from fxtr.models._classify import classify, failure_category
-
-                detail.update(
-                    error=error_text,
-                    reason=reason or classify(error),
-                    category=category or failure_category(error),
-                )
+                detail.update(error=error_text, reason=reason, category=category)
             _add_to_invocation(self.invocation, detail)
 
 

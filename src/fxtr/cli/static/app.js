@@ -40,7 +40,8 @@
     }
     if ((m = path.match(/^\/api\/jobs\/([^/]+)\/invocations$/))) {
       var rows = DATA.invocations[only(decodeURIComponent(m[1]))].filter(function (r) {
-        return (!params.op || stripKeys(r.address) === params.op) &&
+        var op = stripKeys(r.address);  // a workflow's node (an agent's trajectories) holds its steps
+        return (!params.op || op === params.op || op.indexOf(params.op + "/") === 0) &&
                (!params.status || r.status === params.status);
       });
       var offset = Number(params.offset || 0);
@@ -131,7 +132,7 @@
   // jobs page ------------------------------------------------------------------------
   function jobsPage() {
     api("/api/jobs").then(function (jobs) {
-      var status = el("select", { id: "filter-status" }, ["", "succeeded", "failed", "needs_review", "error", "running", "damaged"].map(function (s) {
+      var status = el("select", { id: "filter-status" }, ["", "succeeded", "failed", "needs_review", "error", "running", "interrupted", "damaged"].map(function (s) {
         return el("option", { value: s, text: s || "any status" });
       }));
       var workflow = el("input", { id: "filter-workflow", placeholder: "workflow or eval" });
@@ -351,11 +352,16 @@
           el("dt", { text: d.sample_dim ? "per " + d.sample_dim : "values" }), el("dd", { class: "mono", text: d.values.map(function (v) { return v === null ? "missing" : num(v); }).join("  ") }),
           el("dt", { text: "status" }), el("dd", { text: d.status || "" })])];
       if (!d.invocations.length) { parts.push(el("p", { class: "muted", text: "No invocations are recorded for this cell." })); }
+      var steps = null;  // an agent eval: its trajectories (agents.js) first, the steps folded below
+      if (d.trajectories && d.trajectories.length && window.fxtrAgents) {
+        parts = parts.concat(window.fxtrAgents.render(d.trajectories, el));
+        steps = el("details", { class: "agent-steps" }, [el("summary", { text: "step invocations (" + d.invocations.length + ")" })]);
+      }
       var lastSample = null;
       d.invocations.forEach(function (inv) {
         if (inv.sample !== null && inv.sample !== undefined && inv.sample !== lastSample) {
           lastSample = inv.sample;
-          parts.push(el("h3", { class: "sample-head", text: d.sample_dim + " " + inv.sample }));
+          (steps || { appendChild: function (n) { parts.push(n); } }).appendChild(el("h3", { class: "sample-head", text: d.sample_dim + " " + inv.sample }));
         }
         var box = el("div", { class: "cell-invocation", "data-address": inv.address }, [
           el("h3", {}, [el("span", { text: inv.step || inv.address }), el("span", { class: "status-" + inv.status, text: " " + inv.status + (inv.from_cache ? " · cached" : "") })]),
@@ -370,8 +376,9 @@
           }
         }
         box.appendChild(el("button", { type: "button", class: "link", text: "details", onclick: function () { openPanel(jobId, inv.address); } }));
-        parts.push(box);
+        if (steps) { steps.appendChild(box); } else { parts.push(box); }
       });
+      if (steps) { parts.push(steps); }
       parts.forEach(function (p) { panel.appendChild(p); });
     }).catch(fail);
   }
@@ -474,6 +481,7 @@
   }
 
   function nodeLines(n) {
+    if (n.lines) { return n.lines; }  // a node that says itself (an agent's trajectories)
     var c = n.counts, parts = [];
     ["succeeded", "failed", "skipped", "needs_review", "running"].forEach(function (s) { if (c[s]) { parts.push(c[s] + " " + (s === "succeeded" ? "ok" : s.replace("_", " "))); } });
     var lines = [parts.join(" · ") || "no invocations"];

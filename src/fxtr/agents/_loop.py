@@ -1,0 +1,554 @@
+"""The agent loop: a workflow per trajectory whose model turns and tool calls are steps.
+
+Addresses (under the eval's root): ``agent[model=...,case=...,sample=...]`` for the
+trajectory, and inside it ``env`` (the initial environment), ``turn[i]`` (the model's turn
+``i``), ``tool[i,j]`` (call ``j`` of turn ``i``) and ``user[i]`` (the simulated user's reply
+to turn ``i``). Each step is keyed by its content: the conversation so far, the tool's code,
+its arguments and the environment it acted on. So a rerun asks nothing, a resume re-asks no
+finished turn and re-runs no finished tool call, and state is never rebuilt by re-running
+tools: it travels from call to call as a value.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import json
+import time
+from typing import Any
+
+import fxtr.evals._evaluate as kit  # a module: the kit imports this package half-way
+from fxtr.agents._scorers import grade_trajectory
+from fxtr.agents._tool import Tool, import_path
+from fxtr.agents._types import (
+    RUNNERS,
+    Agent,
+    Environment,
+    Message,
+    ToolOutcome,
+    Trajectory,
+    Turn,
+    UserSim,
+)
+from fxtr.evals._cases import Case
+from fxtr.evals._models import Model
+from fxtr.evals._scorers import Score, Scorer
+from fxtr.experiment._encoding import EncodingError, decode_text, encode_text
+from fxtr.experiment.arrays import Array
+from fxtr.experiment.entities import BoundID, Entity
+from fxtr.experiment.errors import UpstreamFailedError
+from fxtr.experiment.handles import ArrayHandle, ScalarHandle
+from fxtr.experiment.steps import StepContext, step
+from fxtr.experiment.workflows import WorkflowContext, workflow
+from fxtr.models import (
+    AssistantMessage,
+    ContentText,
+    ModelRequest,
+    Sampling,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    ToolSpec,
+    Usage,
+    UserMessage,
+)
+
+SUBMIT = ToolSpec(
+    name="submit",
+    description="Submit your final answer, ending the task.",
+    parameters={
+        "type": "object",
+        "properties": {"answer": {"type": "string", "description": "The final answer."}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    },
+)
+"""The tool ``Agent(submit=True)`` adds (inspect_ai's ``react`` submit tool)."""
+
+CONTINUE = (
+    "Please proceed to the next step using your best judgement. If you believe you have "
+    "completed the task, please call the `submit()` tool with your final answer."
+)
+"""What the agent is told when it replies without a tool call and must submit
+(inspect_ai's ``react`` default)."""
+
+USER_SIM_SYSTEM = """You are a user interacting with an agent.
+
+Instruction: {instructions}
+
+Rules:
+- Just generate one line at a time to simulate the user's message.
+- Do not give away all the instruction at once. Only provide the information that is necessary for the current step.
+- Do not hallucinate information that is not provided in the instruction. If the agent asks for information you do not have, say that you do not know.
+- If the instruction goal is satisfied, generate '{stop}' as a standalone message without anything else to end the conversation.
+- Do not repeat the exact instruction in the conversation. Instead, use your own words to convey the same information.
+- Try to make the conversation as natural as possible, and stick to the personalities in the instruction."""  # noqa: E501
+"""The simulated user's system prompt (tau-bench's user simulation prompt)."""
+
+USER_SIM_GREETING = "Hi! How can I help you today?"
+"""The agent's greeting the simulated user's conversation starts from (as in tau-bench)."""
+
+
+# --- steps ------------------------------------------------------------------------------
+
+
+def _numbered(response: Any, turn_index: int) -> Any:
+    """Give tool calls without an id (scripted ones) a stable id from the turn."""
+    if not any(isinstance(b, ToolCall) and not b.id for b in response.output):
+        return response
+    output = []
+    j = 0
+    for block in response.output:
+        if isinstance(block, ToolCall):
+            if not block.id:
+                block = dataclasses.replace(block, id=f"call_{turn_index}_{j}")
+            j += 1
+        output.append(block)
+    return dataclasses.replace(response, output=tuple(output))
+
+
+@step(name="fxtr.agents.turn")
+async def turn(context: StepContext, model: Model, request: ModelRequest) -> Turn:
+    """One model turn: the conversation so far (and the tools) in, the reply out."""
+    started = time.perf_counter()
+    response = await kit.call(model, request)
+    seconds = time.perf_counter() - started
+    index = sum(isinstance(m, AssistantMessage) for m in request.context)
+    return Turn(response=_numbered(response, index), seconds=seconds)
+
+
+@step(name="fxtr.agents.user")
+async def simulate_user(context: StepContext, model: Model, request: ModelRequest) -> Turn:
+    """The simulated user's reply; its call is recorded with the role ``user_sim``."""
+    from fxtr.tracing import _recorder
+
+    token = _recorder.call_role.set("user_sim")
+    try:
+        started = time.perf_counter()
+        response = await kit.call(model, request)
+        return Turn(response=response, seconds=time.perf_counter() - started)
+    finally:
+        _recorder.call_role.reset(token)
+
+
+def _check_env(value: Any, where: str) -> None:
+    try:
+        encode_text(value)
+    except EncodingError as exc:
+        msg = (
+            f"{where} is a {type(value).__name__}, which has no canonical encoding ({exc}): "
+            "keep the environment an Entity (fxtr.Entity subclass) or JSON-like values "
+            "(dict, list, str, int, float, bool, None)."
+        )
+        raise TypeError(msg) from None
+
+
+@step(name="fxtr.agents.env")
+async def build_env(context: StepContext, env: str, code: str | None, case: Case) -> Environment:
+    """A case's initial environment, from ``Agent(env=FUNCTION)``.
+
+    Raises:
+        LookupError: the function cannot be imported.
+        TypeError: it returned a value that cannot be stored.
+    """
+    fn = import_path(env, "environment function (Agent(env=...))")
+    value = fn(case)
+    if inspect.isawaitable(value):
+        value = await value
+    _check_env(value, f"The environment {env!r} built for case {case.id!r}")
+    return Environment(state=value)
+
+
+def _content(value: Any, tool: Tool) -> str:
+    """A tool's return value as the text the model reads."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Entity):
+        value = json.loads(encode_text(value))
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        msg = (
+            f"Tool {tool.name!r} returned a {type(value).__name__} ({value!r:.80}), which "
+            "cannot be sent to the model: return a str, a number, a bool, None, or a list "
+            "or dict of those."
+        )
+        raise TypeError(msg) from None
+
+
+@step(name="fxtr.agents.tool")
+async def run_tool(context: StepContext, tool: Tool, call: ToolCall, env: Any) -> ToolOutcome:
+    """Run one tool call on the environment as the previous call left it.
+
+    A tool that raises is not a failure: its result is the error (``ErrorType: message``),
+    returned to the model like any result, and the trajectory goes on.
+
+    Raises:
+        TypeError: the tool returned a value that cannot be sent to the model, or left an
+            environment that cannot be stored (a bug to fix, not the model's doing).
+    """
+    if isinstance(env, BoundID):
+        env = await context.load(env)
+    state = decode_text(encode_text(env)) if env is not None else None  # never the caller's
+    arguments = {k: v for k, v in call.arguments.items() if k != "env"}
+    if tool.uses_env:
+        arguments["env"] = state
+    started = time.perf_counter()
+    try:
+        value = tool.fn(**arguments)
+        if inspect.isawaitable(value):
+            value = await value
+    except Exception as exc:  # the model sees the error and may try again
+        seconds = time.perf_counter() - started
+        context.log(f"tool {tool.name} raised {type(exc).__name__}: {exc}")
+        result = ToolResult(
+            tool_call_id=call.id, content=f"{type(exc).__name__}: {exc}", is_error=True
+        )
+    else:
+        seconds = time.perf_counter() - started
+        result = ToolResult(tool_call_id=call.id, content=_content(value, tool))
+    if tool.uses_env:
+        _check_env(state, f"The environment after tool {tool.name!r}")
+    return ToolOutcome(result=result, env=state if tool.uses_env else env, seconds=seconds)
+
+
+@step(name="fxtr.agents.score")
+async def score_trajectory(
+    context: StepContext,
+    scorer: Scorer,
+    case: Case,
+    trajectory: Trajectory | BoundID[Trajectory],
+) -> Score:
+    """Grade a trajectory: text scorers and judges its answer, agent scorers the whole of it."""
+    if isinstance(trajectory, BoundID):  # the agent workflow's result, by reference
+        trajectory = await context.load(trajectory)
+    return await grade_trajectory(context, scorer, case, trajectory)
+
+
+@step(name="fxtr.agents.trajectory")
+async def finish(context: StepContext, trajectory: Trajectory) -> Trajectory:
+    """The finished trajectory, kept in the record (the summary and the viewer read it)."""
+    return trajectory
+
+
+# --- the loop ---------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class _Totals:
+    """What the limits count, as the trajectory goes."""
+
+    turns: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_tokens: int = 0
+    cost: float | None = None
+    seconds: float = 0.0
+    tool_calls: int = 0
+    tool_errors: int = 0
+
+    def add_turn(self, t: Turn) -> None:
+        self.turns += 1
+        u = t.response.usage
+        self.input_tokens += u.input_tokens
+        self.output_tokens += u.output_tokens
+        self.cached_tokens += u.cached_input_tokens
+        if t.response.cost is not None:
+            self.cost = (self.cost or 0.0) + t.response.cost
+        self.seconds += t.seconds
+
+    def limit(self, agent: Agent) -> str | None:
+        """The limit reached before a new turn, if any."""
+        if self.turns >= agent.max_turns:
+            return "limit:turns"
+        if agent.token_limit is not None and (
+            self.input_tokens + self.output_tokens >= agent.token_limit
+        ):
+            return "limit:tokens"
+        if agent.cost_limit is not None and (self.cost or 0.0) >= agent.cost_limit:
+            return "limit:cost"
+        if agent.time_limit is not None and self.seconds >= agent.time_limit:
+            return "limit:time"
+        return None
+
+
+async def _loaded(context: WorkflowContext, handle: ScalarHandle[Any]) -> Any:
+    value = await handle.item()
+    return await context.load(value) if isinstance(value, BoundID) else value
+
+
+def _sampling(model: Model, sample: int | None) -> Sampling | None:
+    """The model's sampling; a mock's seed is offset by the sample (as ``generate`` does)."""
+    sampling = model.sampling
+    if model.provider == "mock" and sample is not None:
+        base = sampling or Sampling()
+        sampling = dataclasses.replace(base, seed=(base.seed or 0) + sample)
+    return sampling
+
+
+def _text(message: AssistantMessage | UserMessage) -> str:
+    return "".join(b.text for b in message.content)
+
+
+def user_request(user: UserSim, case: Case, messages: list[Message]) -> ModelRequest:
+    """What the simulated user is asked: its instructions, the conversation seen from its side.
+
+    Raises:
+        ValueError: neither the ``UserSim`` nor the case says who the user is.
+    """
+    instructions = user.instructions or case.metadata.get("user")
+    if not instructions:
+        msg = (
+            f"The simulated user has no instructions for case {case.id!r}: give "
+            "UserSim(instructions=...) or the case a metadata['user'] column."
+        )
+        raise ValueError(msg)
+    seen: list[Message] = [
+        SystemMessage(
+            content=(
+                ContentText(text=USER_SIM_SYSTEM.format(instructions=instructions, stop=user.stop)),
+            )
+        ),
+        UserMessage(content=(ContentText(text=USER_SIM_GREETING),)),
+    ]
+    for m in messages:
+        if isinstance(m, UserMessage):
+            seen.append(AssistantMessage(content=m.content))
+        elif isinstance(m, AssistantMessage) and _text(m):
+            seen.append(UserMessage(content=(ContentText(text=_text(m)),)))
+    return ModelRequest(context=tuple(seen), sampling=user.model.sampling)
+
+
+class _Waiting(Exception):
+    """A step of the trajectory failed or awaits review: the loop cannot go on."""
+
+    def __init__(self, handle: ArrayHandle[Any]) -> None:
+        self.handle = handle
+
+
+async def _value(context: WorkflowContext, handle: ArrayHandle[Any]) -> Any:
+    """A step's one result (an entity loaded), or ``_Waiting`` when it has none."""
+    try:
+        value = await handle.item()
+    except UpstreamFailedError:
+        raise _Waiting(handle) from None
+    return await context.load(value) if isinstance(value, BoundID) else value
+
+
+@workflow(name="fxtr.agent")
+async def agent_loop(
+    context: WorkflowContext,
+    agent: Agent,
+    model: ScalarHandle[BoundID[Model]],
+    case: ScalarHandle[BoundID[Case]],
+) -> ScalarHandle[Any]:
+    """One trajectory: turns, tool calls and simulated-user replies until a stop.
+
+    Its result is the ``Trajectory`` (typed ``Any`` because a trajectory whose next step
+    failed or awaits review returns that step's handle: it has no value, so its score is
+    skipped and the job ends ``failed`` or ``needs_review`` as that step says, and a resume
+    replays the same operations up to it and goes on).
+    """
+    try:
+        trajectory = await _run(context, agent, model, case)
+    except _Waiting as waiting:
+        return waiting.handle  # type: ignore[return-value]  # a scalar handle
+    done = context.run_step("trajectory", finish, {"trajectory": await context.store(trajectory)})
+    return done  # type: ignore[return-value]
+
+
+async def _run(
+    context: WorkflowContext,
+    agent: Agent,
+    model_handle: ScalarHandle[BoundID[Model]],
+    case_handle: ScalarHandle[BoundID[Case]],
+) -> Trajectory:
+    model: Model = await _loaded(context, model_handle)
+    case: Case = await _loaded(context, case_handle)
+    system = agent.system if agent.system is not None else model.system
+    messages: list[Message] = []
+    if system:
+        messages.append(SystemMessage(content=(ContentText(text=system),)))
+    messages.append(UserMessage(content=(ContentText(text=kit.case_prompt(case)),)))
+    tools = {t.name: t for t in agent.tools}
+    specs = tuple(t.spec for t in agent.tools) + ((SUBMIT,) if agent.submit else ())
+    sampling = _sampling(model, context.sample)
+    env: Any = None
+    if agent.env is not None:
+        built: Environment = await _value(
+            context,
+            context.run_step(
+                "env", build_env, {"env": agent.env, "code": agent.env_code, "case": case_handle}
+            ),
+        )
+        env = built.state
+    totals = _Totals()
+    simulated: list[int] = []
+    answer: str | None = None
+    stop: str | None = None
+    i = 0
+    while stop is None:
+        stop = totals.limit(agent)
+        if stop is not None:
+            break
+        request = ModelRequest(context=tuple(messages), tools=specs, sampling=sampling)
+        t: Turn = await _value(
+            context,
+            context.run_step(
+                f"turn[{i}]",
+                turn,
+                {"model": model_handle, "request": await context.store(request)},
+            ),
+        )
+        totals.add_turn(t)
+        text = t.response.text
+        calls = [b for b in t.response.output if isinstance(b, ToolCall)]
+        messages.append(
+            AssistantMessage(
+                content=(ContentText(text=text),) if text else (), tool_calls=tuple(calls)
+            )
+        )
+        if calls:
+            results, env, submitted = await _tool_calls(
+                context, agent, tools, i, calls, env, totals
+            )
+            if results:
+                messages.append(ToolMessage(results=tuple(results)))
+            if submitted is not None:
+                answer, stop = submitted, "submit"
+        elif agent.user is not None:
+            stop = totals.limit(agent)  # no reply to ask for if the agent may not answer
+            if stop is not None:
+                break
+            reply: Turn = await _value(
+                context,
+                context.run_step(
+                    f"user[{i}]",
+                    simulate_user,
+                    {
+                        "model": await context.store(agent.user.model),
+                        "request": await context.store(user_request(agent.user, case, messages)),
+                    },
+                ),
+            )
+            totals.seconds += reply.seconds
+            said = reply.response.text
+            if agent.user.stop in said:
+                answer, stop = text or None, "user_stop"
+            else:
+                simulated.append(len(messages))
+                messages.append(UserMessage(content=(ContentText(text=said),)))
+        elif agent.submit:
+            messages.append(UserMessage(content=(ContentText(text=CONTINUE),)))
+        else:
+            answer, stop = text, "answer"
+        i += 1
+    return Trajectory(
+        messages=tuple(messages),
+        answer=answer,
+        stop=stop,
+        env=env,
+        turns=totals.turns,
+        tool_calls=totals.tool_calls,
+        tool_errors=totals.tool_errors,
+        usage=Usage(
+            input_tokens=totals.input_tokens,
+            output_tokens=totals.output_tokens,
+            cached_input_tokens=totals.cached_tokens,
+        ),
+        cost=totals.cost,
+        simulated=tuple(simulated),
+    )
+
+
+async def _env_input(context: WorkflowContext, env: Any) -> Any:
+    """An environment as a step input: an entity by reference (encoded once, when stored)."""
+    if isinstance(env, Entity):
+        return await context.store(env)
+    return Array.scalar(env, Any)
+
+
+async def _tool_calls(
+    context: WorkflowContext,
+    agent: Agent,
+    tools: dict[str, Tool],
+    i: int,
+    calls: list[ToolCall],
+    env: Any,
+    totals: _Totals,
+) -> tuple[list[ToolResult], Any, str | None]:
+    """Run a turn's calls in order, each on the environment the one before left.
+
+    Without an environment the calls are scheduled together and run concurrently.
+    """
+    results: list[ToolResult | None] = [None] * len(calls)
+    pending: list[tuple[int, ArrayHandle[Any]]] = []
+    submitted: str | None = None
+    for j, c in enumerate(calls):
+        totals.tool_calls += 1
+        if agent.submit and c.name == "submit":
+            submitted = str(c.arguments.get("answer", ""))
+            results[j] = ToolResult(tool_call_id=c.id, content="Submitted.")
+            break
+        tool = tools.get(c.name)
+        if tool is None:
+            known = ", ".join(sorted(tools) + (["submit"] if agent.submit else [])) or "none"
+            results[j] = ToolResult(
+                tool_call_id=c.id,
+                content=f"ToolNotFoundError: there is no tool named {c.name!r}; the tools are: "
+                f"{known}.",
+                is_error=True,
+            )
+            continue
+        handle = context.run_step(
+            f"tool[{i},{j}]",
+            run_tool,
+            {
+                "tool": await context.store(tool),
+                "call": await context.store(c),
+                "env": await _env_input(context, env if tool.uses_env else None),
+            },
+        )
+        if tool.uses_env:
+            outcome: ToolOutcome = await _value(context, handle)
+            env = outcome.env
+            results[j] = outcome.result
+            totals.seconds += outcome.seconds
+        else:
+            pending.append((j, handle))
+    for j, handle in pending:
+        outcome = await _value(context, handle)
+        results[j] = outcome.result
+        totals.seconds += outcome.seconds
+    done = [r for r in results if r is not None]
+    totals.tool_errors += sum(r.is_error for r in done)
+    return done, env, submitted
+
+
+def run_agents(
+    context: WorkflowContext,
+    agent: Agent,
+    model: ArrayHandle[Any],
+    case: ArrayHandle[Any],
+    scorer: ScalarHandle[Any],
+    samples: int,
+) -> ArrayHandle[Score]:
+    """``evaluate``'s body with an agent: a trajectory per (model, case, sample), scored."""
+    trajectories = context.run_child_workflow(
+        "agent",
+        agent_loop,
+        {"agent": agent, "model": model, "case": case},
+        map_over=["model", "case"],
+        samples=samples,
+    )
+    assert trajectories is not None
+    return context.run_step(
+        "score",
+        score_trajectory,
+        {"scorer": scorer, "case": case, "trajectory": trajectories},
+        map_over=["model", "case", "sample"],
+    )
+
+
+RUNNERS["evaluate"] = run_agents

@@ -1,0 +1,226 @@
+"""What the summary and the viewer say of an agent eval's trajectories, read from the record."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from typing import Any
+
+from fxtr.agents._types import STOPS
+
+TRAJECTORY_STEP = "fxtr.agents.trajectory"
+"""The step whose result is a finished trajectory."""
+
+
+def load_trajectory(store: Any, result_text: str | None) -> dict[str, Any] | None:
+    """The trajectory a ``fxtr.agents.trajectory`` invocation recorded, as plain JSON.
+
+    Entities become dicts of their fields with their type under ``$type``, so a trajectory
+    reads back even where its environment's class cannot be imported (the viewer, ``fxtr``).
+    ``None`` when the entry is missing or damaged (it says nothing rather than something
+    wrong).
+    """
+    if not result_text:
+        return None
+    try:
+        tree = loose(json.loads(result_text), store)
+    except (LookupError, TypeError, ValueError, RecursionError):
+        return None
+    if not isinstance(tree, dict) or tree.get("$type") != TRAJECTORY_TYPE:
+        return None
+    return tree
+
+
+TRAJECTORY_TYPE = "fxtr.agents._types:Trajectory"
+
+
+def loose(tree: Any, store: Any, depth: int = 0) -> Any:
+    """A canonical tree as plain JSON: entities as ``{"$type": ..., fields}``, refs loaded."""
+    if isinstance(tree, list):
+        return [loose(v, store, depth) for v in tree]
+    if not isinstance(tree, dict):
+        return tree
+    if "$entity" in tree and "v" in tree:
+        fields = {k: loose(v, store, depth) for k, v in tree["v"].items()}
+        return {"$type": tree["$entity"], **fields}
+    if "$ref" in tree and "id" in tree:
+        text = store.get_entity(tree["id"]) if depth < 8 else None
+        if text is None:
+            return {"$type": tree["$ref"], "$missing": tree["id"]}
+        return loose(json.loads(text), store, depth + 1)
+    if "$dict" in tree:
+        return {k: loose(v, store, depth) for k, v in tree["$dict"]}
+    return {k: loose(v, store, depth) for k, v in tree.items()}
+
+
+def plain(value: Any) -> Any:
+    """A loose tree without the ``$type`` marks (an environment as its fields)."""
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items() if k != "$type"}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
+def trajectory_model(address: str) -> str:
+    """The ``model`` key of the agent workflow a trajectory step belongs to."""
+    from fxtr.tracing._jobgraph import address_segments, split_segment
+
+    for segment in reversed(address_segments(address)):
+        keys = split_segment(segment)[1]
+        if "model" in keys:
+            return keys["model"]
+    return "?"
+
+
+def agent_rows(store: Any, invocations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model: trajectories, mean turns and tool calls, tool errors, stops by kind.
+
+    Empty when the job ran no agent.
+    """
+    by_model: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for inv in invocations:
+        if inv.get("step") != TRAJECTORY_STEP or inv.get("status") != "succeeded":
+            continue
+        trajectory = load_trajectory(store, inv.get("result_text"))
+        if trajectory is not None:
+            by_model[trajectory_model(inv["address"])].append(trajectory)
+    rows = []
+    for model, found in sorted(by_model.items()):
+        n = len(found)
+        stops = Counter(str(t.get("stop")) for t in found)
+        rows.append(
+            {
+                "model": model,
+                "trajectories": n,
+                "mean_turns": sum(t.get("turns", 0) for t in found) / n,
+                "mean_tool_calls": sum(t.get("tool_calls", 0) for t in found) / n,
+                "tool_errors": sum(t.get("tool_errors", 0) for t in found),
+                "stops": {k: stops[k] for k in (*STOPS, *sorted(stops)) if stops.get(k)},
+            }
+        )
+    return rows
+
+
+def stops_text(stops: dict[str, int]) -> str:
+    """``answer 8, limit:turns 2``."""
+    return ", ".join(f"{kind} {count}" for kind, count in stops.items())
+
+
+SCORE_STEP = "fxtr.agents.score"
+
+
+def _keys(address: str) -> dict[str, str]:
+    from fxtr.tracing._jobgraph import address_segments, split_segment
+
+    keys: dict[str, str] = {}
+    for segment in address_segments(address):
+        keys.update(split_segment(segment)[1])
+    return keys
+
+
+def _score_of(store: Any, result_text: str | None) -> dict[str, Any] | None:
+    if not result_text:
+        return None
+    try:
+        value = loose(json.loads(result_text), store)
+    except (LookupError, TypeError, ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def differences_of(explanation: str | None) -> list[str]:
+    """The differing fields a ``state_matches`` explanation lists (``path: final != expected``)."""
+    head = "field(s) differ (final != expected): "
+    if not explanation or head not in explanation:
+        return []
+    return explanation.split(head, 1)[1].split("; ")
+
+
+def _text(message: dict[str, Any]) -> str:
+    return "".join(str(b.get("text", "")) for b in message.get("content") or [])
+
+
+def trajectory_view(trajectory: dict[str, Any]) -> dict[str, Any]:
+    """A trajectory as the viewer draws it: its events in time order, then how it ended."""
+    names: dict[str, str] = {}
+    events: list[dict[str, Any]] = []
+    simulated = set(trajectory.get("simulated") or [])
+    turn = 0
+    for index, m in enumerate(trajectory.get("messages") or []):
+        kind = str(m.get("$type", "")).rpartition(":")[2]
+        if kind == "SystemMessage":
+            events.append({"kind": "system", "text": _text(m)})
+        elif kind == "UserMessage":
+            events.append({"kind": "user_sim" if index in simulated else "user", "text": _text(m)})
+        elif kind == "AssistantMessage":
+            calls = m.get("tool_calls") or []
+            for c in calls:
+                names[c.get("id", "")] = c.get("name", "?")
+            events.append(
+                {
+                    "kind": "assistant",
+                    "turn": turn,
+                    "text": _text(m),
+                    "calls": [
+                        {"id": c.get("id"), "name": c.get("name"), "arguments": c.get("arguments")}
+                        for c in calls
+                    ],
+                }
+            )
+            turn += 1
+        elif kind == "ToolMessage":
+            events.extend(
+                {
+                    "kind": "tool_result",
+                    "id": r.get("tool_call_id"),
+                    "name": names.get(r.get("tool_call_id", ""), "?"),
+                    "content": r.get("content"),
+                    "is_error": bool(r.get("is_error")),
+                }
+                for r in m.get("results") or []
+            )
+    usage = trajectory.get("usage") or {}
+    return {
+        "events": events,
+        "answer": trajectory.get("answer"),
+        "stop": trajectory.get("stop"),
+        "turns": trajectory.get("turns", 0),
+        "tool_calls": trajectory.get("tool_calls", 0),
+        "tool_errors": trajectory.get("tool_errors", 0),
+        "input_tokens": usage.get("input_tokens", 0),
+        "output_tokens": usage.get("output_tokens", 0),
+        "cost_usd": trajectory.get("cost"),
+        "env": plain(trajectory.get("env")),
+    }
+
+
+def cell_trajectories(
+    store: Any, addresses: list[str], invocations: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """The trajectories among a result cell's invocations, each with its sample's score."""
+    scores = {
+        tuple(sorted(_keys(address).items())): inv
+        for address, inv in invocations.items()
+        if inv.get("step") == SCORE_STEP
+    }
+    out = []
+    for address in addresses:
+        inv = invocations.get(address) or {}
+        if inv.get("step") != TRAJECTORY_STEP:
+            continue
+        trajectory = load_trajectory(store, inv.get("result_text"))
+        if trajectory is None:
+            continue
+        keys = _keys(address)
+        view = trajectory_view(trajectory)
+        view["address"] = address
+        view["sample"] = keys.get("sample")
+        score_inv = scores.get(tuple(sorted(keys.items())))
+        score = _score_of(store, score_inv.get("result_text")) if score_inv else None
+        if score is not None:
+            view["score"] = score.get("value")
+            view["explanation"] = score.get("explanation")
+            view["env_differences"] = differences_of(view["explanation"])
+        out.append(view)
+    return out
