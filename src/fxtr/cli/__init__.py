@@ -378,7 +378,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from fxtr.report import job_report
 
     store = _store(args)
-    document = {"jobs": [job_report(_job(store, job)) for job in args.job]}
+    try:
+        document = {"jobs": [job_report(_job(store, job)) for job in args.job]}
+    except ValueError as exc:  # invocation records damaged on disk (read when needed)
+        raise CommandError(str(exc)) from None
     if args.output:
         Path(args.output).write_text(redacted_json(document, indent=2) + "\n", encoding="utf-8")
     else:

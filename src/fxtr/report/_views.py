@@ -49,7 +49,15 @@ class JobView:
     def invocations(self) -> dict[str, dict[str, Any]]:
         """The latest record of each invocation, by address (read on first use)."""
         if self._invocations is None:
-            self._invocations = self._need_store().job_invocations(self.job_id)
+            store = self._need_store()
+            try:
+                self._invocations = store.job_invocations(self.job_id)
+            except ValueError as exc:  # a record cut or garbled on disk
+                msg = (
+                    f"the invocation records of job {self.job_id} in {store.path} are damaged "
+                    f"({exc}); restore the store from a backup"
+                )
+                raise ValueError(msg) from None
         return self._invocations
 
     @property
