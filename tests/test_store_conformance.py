@@ -243,6 +243,27 @@ def test_a_cache_hit_does_not_replace_the_run_of_the_same_attempt(location):
     assert store.job_invocations("job")["j/a"] == later
 
 
+def test_status_index_of_both_stores(location):
+    """Records by address (optionally by status) and the unfinished ones, in both stores."""
+    from fxtr.store import Batch
+
+    store = open_store(location)
+    ok = {"address": "j/a", "step": "s", "status": "succeeded", "attempt": 1}
+    bad = {"address": "j/b", "step": "s", "status": "failed", "attempt": 1, "error": "E: x"}
+    skip = {"address": "j/c", "step": "s", "status": "skipped", "attempt": 1}
+    store.write(Batch(invocations={"job": [ok, bad, skip], "other": [bad]}))
+    assert store.job_unfinished("job") == {"j/b": bad, "j/c": skip}
+    assert store.job_invocations_at("job", ["j/a", "j/b", "j/z"]) == {"j/a": ok, "j/b": bad}
+    assert store.job_invocations_at("job", ["j/a", "j/b"], status="succeeded") == {"j/a": ok}
+    fixed = {**bad, "status": "succeeded", "attempt": 2, "error": None}
+    store.write(Batch(invocations={"job": [fixed]}))
+    assert store.job_unfinished("job") == {"j/c": skip}
+    assert store.job_unfinished("other") == {"j/b": bad}
+    many = [f"j/{i}" for i in range(1200)]  # more than one query's worth of addresses
+    store.write(Batch(invocations={"wide": [{**ok, "address": a} for a in many]}))
+    assert len(store.job_invocations_at("wide", many, status="succeeded")) == 1200
+
+
 def test_failure_markers_round_trip(location):
     """A failure written for a joined attempt is read back by key, in bulk."""
     from fxtr.store import Batch

@@ -97,21 +97,31 @@ def test_fxtr_jobs_names_each_damaged_job_record_and_its_store(store: Path) -> N
         record = json.loads(text)
         record["attempts"] = "??"
         con.execute("UPDATE FxtrJobs SET record = ? WHERE job_id = ?", (json.dumps(record), broken))
-        rows = con.execute("SELECT key, value FROM Cache WHERE key LIKE ?", (f"i|{cut}|%",)).fetchall()
-        assert rows, "precondition: the job's invocation records are in the Cache table"
-        for key, value in rows:
-            con.execute("UPDATE Cache SET value = ? WHERE key = ?", (str(value)[:7], key))
+        rows = con.execute(
+            "SELECT address, record FROM FxtrInvocations WHERE job_id = ?", (cut,)
+        ).fetchall()
+        assert rows, "precondition: the job's invocation records are in FxtrInvocations"
+        for address, value in rows:
+            con.execute("UPDATE FxtrInvocations SET record = ? WHERE job_id = ? AND address = ?",
+                        (str(value)[:7], cut, address))
     listing = fxtr_cli("--store", str(store), "jobs")
     assert listing.returncode == 0, listing.stderr
     assert healthy[:8] in listing.stdout, listing.stdout
+    # issue 25: a job's row comes from the summary in its record, so a job whose invocation
+    # records are cut is still listed; reading them (export) names the damage and the store
+    assert cut[:8] in listing.stdout, listing.stdout
     assert "Traceback" not in listing.stderr, listing.stderr
     lines = listing.stderr.splitlines()
-    for job_id in (garbled, broken, cut):
+    for job_id in (garbled, broken):
         assert job_id[:8] not in listing.stdout, listing.stdout
         named = [line for line in lines if job_id in line]
         assert len(named) == 1, (job_id, listing.stderr)
     assert str(store) in listing.stderr, listing.stderr
-    assert "skipped 2 damaged job record(s)" in listing.stderr, listing.stderr
+    assert "skipped 1 damaged job record(s)" in listing.stderr, listing.stderr
+    exported = fxtr_cli("--store", str(store), "export", cut)
+    assert exported.returncode == 1 and "Traceback" not in exported.stderr, exported.stderr
+    assert cut in exported.stderr and "damaged" in exported.stderr, exported.stderr
+    assert str(store) in exported.stderr, exported.stderr
 
 
 def test_a_job_id_in_use_is_refused(store: Path) -> None:

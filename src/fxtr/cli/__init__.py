@@ -124,7 +124,7 @@ process died before it ended)."""
 
 
 def cmd_jobs(args: argparse.Namespace) -> int:
-    from fxtr.report import attempt_status, job_records, job_row, load_job, newest_first
+    from fxtr.report import attempt_status, job_records, job_row, newest_first, view_of
 
     if args.status and args.status not in JOB_STATUSES:
         msg = f"--status {args.status!r} is not a job status; valid: {', '.join(JOB_STATUSES)}."
@@ -142,7 +142,8 @@ def cmd_jobs(args: argparse.Namespace) -> int:
         if args.workflow and args.workflow not in (record.get("workflow") or ""):
             continue
         try:
-            rows.append(job_row(load_job(store, record["job_id"])))
+            # the record read once; its summary, not its invocation records (when it has one)
+            rows.append(job_row(view_of(store, record)))
         except (KeyError, ValueError, TypeError) as exc:  # a damaged record: list the others
             damaged.append(f"  {record['job_id']}: {type(exc).__name__}: {exc}")
             continue
@@ -267,9 +268,9 @@ def cmd_show(args: argparse.Namespace) -> int:
 
     walk(None, "")
     _print_evaluation(view.record)
-    failed = [
+    failed = [  # from the status index: the succeeded records are not read
         inv
-        for _, inv in sorted(view.invocations.items())
+        for _, inv in sorted(view.unfinished().items())
         if inv["status"] in ("failed", "needs_review")
     ]
     if failed:
@@ -375,7 +376,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     from fxtr.report import job_report
 
     store = _store(args)
-    document = {"jobs": [job_report(_job(store, job)) for job in args.job]}
+    try:
+        document = {"jobs": [job_report(_job(store, job)) for job in args.job]}
+    except ValueError as exc:  # invocation records damaged on disk (read when needed)
+        raise CommandError(str(exc)) from None
     if args.output:
         Path(args.output).write_text(redacted_json(document, indent=2) + "\n", encoding="utf-8")
     else:

@@ -91,7 +91,10 @@ def invocation_rows(
 
     rows = []
     under = f"{op}/"  # a workflow's node (an agent's trajectories) holds the steps under it
-    for address, inv in sorted(view.invocations.items()):
+    # the failed (or skipped, or in review) ones come from the status index: the first
+    # screen of a large job with failures reads no succeeded record
+    source = view.unfinished() if status and status != "succeeded" else view.invocations
+    for address, inv in sorted(source.items()):
         if op and (key := strip_keys(address)) != op and not key.startswith(under):
             continue
         if status and inv["status"] != status:

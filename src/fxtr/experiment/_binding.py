@@ -2,16 +2,17 @@
 
 ``bind`` checks handles and values against a step's or workflow's parameters at scheduling
 time (types, dimensions, broadcasting) and raises one ``SignatureError`` listing every
-problem. ``plan_invocations`` expands a resolved operation into one ``Plan`` per combination
-of mapped keys (and sample): its address, arguments and fingerprints. Called by the runner
-(``_engine``) and by ``_jobs`` for a job's root inputs; calls only ``_graph`` and the types.
+problem. ``plan_stream`` expands a resolved operation into one ``Plan`` per combination
+of mapped keys (and sample), a chunk at a time: its address, arguments and fingerprints.
+Called by the runner (``_engine``) and by ``_jobs`` for a job's root inputs; calls only
+``_graph`` and the types.
 """
 
 from __future__ import annotations
 
 import hashlib
 import itertools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fxtr.experiment._array import Array, align_keys
@@ -83,6 +84,10 @@ class Operation:
     def sample_of(self, combo: tuple[Any, ...]) -> int | None:
         """The sample index an invocation at ``combo`` sees."""
         return combo[-1] if self.samples is not None else self.inherited  # type: ignore[no-any-return]
+
+
+Chunk = tuple[int, list["Plan"], dict[str, str]]
+"""What ``plan_stream`` yields: where the chunk starts, its plans, its new input texts."""
 
 
 class Plan:
@@ -335,19 +340,46 @@ def slicer(
     return get, missing_of
 
 
-def plan_invocations(
-    run: Run, op: Operation, step: StepDefinition[..., Any], values: list[Value]
-) -> tuple[list[tuple[Any, ...]], list[Plan]]:
-    """The invocations a step operation expands into, once its inputs are resolved.
+def plan_stream(
+    run: Run,
+    op: Operation,
+    step: StepDefinition[..., Any],
+    values: list[Value],
+    chunk: int,
+) -> tuple[list[tuple[Any, ...]], Iterator[Chunk]]:
+    """The invocations a step operation expands into, planned ``chunk`` at a time.
+
+    Nothing is planned before the iterator is advanced: each ``next`` plans the following
+    ``chunk`` combinations (addresses, arguments, fingerprints), so the first invocations
+    can be resolved and started while the rest of a large operation is still unplanned, and
+    at most the chunks in flight are held.
 
     Returns:
-        Every combination of mapped keys (and sample), and its plan, in the same order.
+        Every combination of mapped keys (and sample), in order, and an iterator of
+        ``(position of the chunk's first combination, its plans, the canonical texts of
+        inputs this pass has not met before by fingerprint)``: the caller queues the texts
+        for the store before any of the chunk's records (an earlier attempt's records name
+        values already stored).
     """
     address, bindings = op.address, op.bindings
     keylists = align(address, bindings, values, op.map_over) if op.map_over else []
     map_over, keylists = op.expand(keylists)
     combos = list(itertools.product(*keylists))
     slices = [slicer(b, v) for b, v in zip(bindings, values, strict=True)]
+    return combos, _plans(run, op, step, bindings, slices, combos, map_over, keylists, chunk)
+
+
+def _plans(
+    run: Run,
+    op: Operation,
+    step: StepDefinition[..., Any],
+    bindings: list[Binding],
+    slices: list[tuple[Callable[[tuple[Any, ...]], Any], Callable[[tuple[Any, ...]], Any]]],
+    combos: list[tuple[Any, ...]],
+    map_over: list[str],
+    keylists: list[tuple[Any, ...]],
+    chunk: int,
+) -> Iterator[Chunk]:
     base_hash = hashlib.sha256(f"{step.name}\0{step.version!r}\0{step.source_hash}".encode())
     names = sorted(b.param.name for b in bindings)
     fp_memo: list[dict[Any, str]] = [{} for _ in bindings]
@@ -355,7 +387,16 @@ def plan_invocations(
     values_seen = run.values_seen
     pairs = list(enumerate(zip(bindings, slices, strict=True)))
     plans: list[Plan] = []
-    for combo, inv_address in zip(combos, addresses(address, map_over, keylists), strict=True):
+    texts: dict[str, str] = {}
+    start = 0
+    for combo, inv_address in zip(combos, addresses(op.address, map_over, keylists), strict=True):
+        if len(plans) >= chunk:
+            yield start, plans, texts
+            start += len(plans)
+            plans, texts = [], {}
+            for memo in fp_memo:
+                if len(memo) > MEMO_MAX:  # a memo of every key would grow with the job
+                    memo.clear()
         kwargs: dict[str, Any] = {}
         fps: dict[str, str] = {}
         skip: str | None = None
@@ -379,8 +420,8 @@ def plan_invocations(
                     break
                 fp = fingerprint_text(text)
                 if fp not in values_seen:
-                    values_seen.add(fp)
-                    run.queue().values[fp] = text
+                    run.see_value(fp)
+                    texts[fp] = text
                 if key is not None:
                     fp_memo[i][key] = fp
             fps[b.param.name] = fp
@@ -398,7 +439,12 @@ def plan_invocations(
                 h.update(f"\0#sample={sample}".encode())
             fingerprint = h.hexdigest()
         plans.append(Plan(inv_address, kwargs, fps, fingerprint, sample=sample))
-    return combos, plans
+    if plans or not start:
+        yield start, plans, texts
+
+
+MEMO_MAX = 4096
+"""Input fingerprints a stream remembers per parameter before it starts afresh."""
 
 
 def memo_key(value: Any) -> Any:
@@ -412,14 +458,14 @@ def memo_key(value: Any) -> Any:
 
 def addresses(
     address: str, map_over: Sequence[str], keylists: Sequence[tuple[Any, ...]]
-) -> list[str]:
-    """The address of every combination of keys, in ``itertools.product`` order."""
+) -> Iterator[str]:
+    """The address of every combination of keys, in ``itertools.product`` order (lazily)."""
     if not map_over:
-        return [address]
+        return iter([address])
     parts = [
         [f"{d}={format_key(k)}" for k in keys] for d, keys in zip(map_over, keylists, strict=True)
     ]
-    return [f"{address}[{','.join(p)}]" for p in itertools.product(*parts)]
+    return (f"{address}[{','.join(p)}]" for p in itertools.product(*parts))
 
 
 def key_suffix(map_over: Sequence[str], combo: tuple[Any, ...]) -> str:

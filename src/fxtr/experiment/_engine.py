@@ -7,7 +7,9 @@ parent's address and its name) and becomes a task that waits for its inputs and 
 into invocations. The parts, each in its own module, and who calls whom:
 
 - ``_binding``: inputs checked against the callee and planned into invocations (called
-  here when an operation is scheduled and when its inputs are resolved);
+  here when an operation is scheduled and when its inputs are resolved); a step operation
+  is planned and resolved as a stream of chunks (``STREAM_CHUNK``, ``STREAM_PUMPS`` in
+  flight), so its first invocations start before the last are planned;
 - ``_resolution``: each invocation from the record, the cache, a claim, or a run, with the
   conflict policy in one place (called here per step operation);
 - ``_invocation``: a step run through the executor (called by ``_resolution`` only);
@@ -28,6 +30,7 @@ import itertools
 import logging
 import threading
 import time
+import typing
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -40,7 +43,7 @@ from fxtr.experiment._binding import (
     bind,
     check_samples,
     key_suffix,
-    plan_invocations,
+    plan_stream,
     result_dims,
     slicer,
 )
@@ -85,6 +88,14 @@ log = logging.getLogger("fxtr")
 Mode = Literal["live", "verify"]
 FLUSH_EVERY = 512
 """Invocation records a batch holds at most before it is committed."""
+STREAM_CHUNK = 512
+"""Invocations of a step operation planned and resolved together (at least ``concurrency``)."""
+STREAM_PUMPS = 3
+"""Chunks of one operation in flight at once: while one waits on its slowest invocations,
+the others keep ``concurrency`` steps busy."""
+VALUES_SEEN_MAX = 16_384
+"""Input fingerprints a pass remembers as queued before it starts afresh (a value queued
+again is written again, the same text under the same key: only memory is saved)."""
 LEASE = 6.0
 """Seconds a claim holds without a heartbeat. The holder renews its claims every third of
 it from a thread of its own (a step that blocks the event loop does not stop it), so a
@@ -124,7 +135,7 @@ class Run:
         self.attempt = attempt
         self.mode = mode
         self.conflict = conflict
-        self.prior = prior or {}
+        self.prior = prior if prior is not None else {}
         self.expected_ops = expected_ops or {}
         self.holder = holder
         self.lease = lease
@@ -293,8 +304,15 @@ class Run:
                 log.warning("a record could not be stored and is lost: %s", exc)
         self.store.release(batch.released)
 
+    def see_value(self, fingerprint: str) -> None:
+        """Note an input text as queued for the store (bounded: see ``VALUES_SEEN_MAX``)."""
+        if len(self.values_seen) >= VALUES_SEEN_MAX:
+            self.values_seen.clear()
+        self.values_seen.add(fingerprint)
+
     def finish(self, inv: Invocation) -> None:
         """Record an invocation's outcome (and queue it for the store in a live pass)."""
+        inv.compact()
         self.invocations[inv.address] = inv
         if self.mode == "live":
             records = self.queue().invocations.setdefault(self.job_id, [])
@@ -571,16 +589,49 @@ class Run:
         if cause is not None:
             node.future.set_result(Value(None, cause=cause))
             return
-        combos, plans = plan_invocations(self, op, step, values)
-        outcomes = await resolve(self, step, plans, op.bindings)
-        del plans  # what the invocations received is in their records now
+        chunk = max(STREAM_CHUNK, self.concurrency)
+        combos, chunks = plan_stream(self, op, step, values, chunk)
+        outcomes: list[Value | None] = [None] * len(combos)
+
+        async def pump() -> None:
+            # each pump takes the next chunk of plans (the iterator plans it on demand),
+            # resolves it (record, cache, claim, run) and puts its outcomes in place
+            for start, plans, texts in chunks:
+                loader = getattr(self.prior, "load", None)
+                if loader is not None:  # an earlier attempt's records, read a chunk at a time
+                    loader([p.address for p in plans], self.mode == "verify")
+                    # the inputs an earlier record names were stored with it: not again
+                    for p in plans:
+                        recorded = self.prior.get(p.address)
+                        if recorded is not None:
+                            for fp in recorded.input_fingerprints.values():
+                                texts.pop(fp, None)
+                if texts:
+                    self.queue().values.update(texts)
+                got = await resolve(self, step, plans, op.bindings)
+                if loader is not None:
+                    self.prior.forget([p.address for p in plans])  # type: ignore[attr-defined]
+                outcomes[start : start + len(got)] = got
+                del plans, got
+                await asyncio.sleep(0)  # a chunk served from the cache never suspends
+
+        pumps = [asyncio.ensure_future(pump()) for _ in range(STREAM_PUMPS)]
+        try:
+            await asyncio.gather(*pumps)
+        except BaseException:
+            # a pump that raised (a DeterminismError, a store error) stops its siblings:
+            # none goes on claiming and running chunks behind the job's back
+            for task in pumps:
+                task.cancel()
+            await asyncio.gather(*pumps, return_exceptions=True)
+            raise
         node.future.set_result(
             assemble(
                 op.address,
                 node,
                 combos,
                 result_param.dims,
-                outcomes,
+                typing.cast("list[Value]", outcomes),
                 f"step {step.name!r}",
                 sampled=op.samples is not None,
             )

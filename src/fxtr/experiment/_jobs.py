@@ -10,7 +10,7 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Literal
 
@@ -21,7 +21,7 @@ from fxtr.experiment._engine import Node, Run
 from fxtr.experiment._entity import BoundID, Entity
 from fxtr.experiment._handle import make_handle
 from fxtr.experiment._hermetic import install as install_hermetic
-from fxtr.experiment._records import Invocation, WorkflowRun
+from fxtr.experiment._records import Invocation, StoredRecords, WorkflowRun
 from fxtr.experiment._types import bound_target, check_value, is_entity_type, type_name
 from fxtr.experiment.errors import SignatureError
 from fxtr.store import Store, open_store
@@ -211,6 +211,70 @@ def _root_kwargs(
     return {**{b.param.name: make_handle(b.node) for b in bindings}, **concrete}
 
 
+def summarize(invocations: Iterable[Invocation]) -> dict[str, Any]:
+    """What listing a job shows, computed once as its attempt ends (the job record keeps it).
+
+    The counts of ``fxtr jobs`` (ran, cached, failed, tokens and dollars spent, as
+    ``fxtr.report.job_row`` computes them from the records) and, per operation (an address
+    without its map keys), the counts of ``fxtr show``'s tree and the viewer's graph (as
+    ``fxtr.report.operation_graph`` does): listing a job then reads its record, not its
+    invocation records.
+    """
+    from fxtr.tracing._jobgraph import strip_keys
+
+    total: dict[str, Any] = {"invocations": 0, "ran": 0, "cached": 0, "failed": 0}
+    ops: dict[str, dict[str, Any]] = {}
+    stripped: dict[str, str] = {}
+    priced: list[Invocation] = []
+    for inv in invocations:
+        if inv.cost_by_model or inv.model_calls:
+            priced.append(inv)
+        address = inv.address
+        cut = address.rfind("[") if address.endswith("]") and '"' not in address else -1
+        head = address[:cut] if cut > 0 else address
+        key = stripped.get(head)
+        if key is None:
+            key = stripped[head] = strip_keys(head)
+        op = ops.get(key)
+        if op is None:
+            op = ops[key] = {
+                "step": inv.step,
+                "invocations": 0,
+                "counts": {},
+                "ran": 0,
+                "cached": 0,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cost_usd": 0.0,
+                "reasons": {},
+            }
+        op["invocations"] += 1
+        op["counts"][inv.status] = op["counts"].get(inv.status, 0) + 1
+        total["invocations"] += 1
+        if inv.status == "failed":
+            total["failed"] += 1
+        if inv.reason:
+            op["reasons"][inv.reason] = op["reasons"].get(inv.reason, 0) + 1
+        if inv.from_cache:
+            op["cached"] += 1
+            total["cached"] += 1
+            continue
+        if inv.started_at:
+            op["ran"] += 1
+            total["ran"] += 1
+            op["input_tokens"] += inv.input_tokens
+            op["output_tokens"] += inv.output_tokens
+            op["cost_usd"] += inv.cost_usd or 0.0
+    # tokens and dollars as the report counts them (priced, unpriced, saved by the cache),
+    # from the records that made model calls: the others add nothing
+    from fxtr.report import cost_of_invocations
+
+    cost = cost_of_invocations([i.to_json() for i in priced])
+    total["tokens"] = cost["input_tokens"] + cost["output_tokens"]
+    total["cost_usd"] = cost["usd"]
+    return {**total, "operations": ops}
+
+
 def _status(run: Run) -> JobStatus:
     statuses = {inv.status for inv in run.invocations.values()}
     if "failed" in statuses or any(w.status != "succeeded" for w in run.workflows.values()):
@@ -226,7 +290,7 @@ async def _attempt(
     record: dict[str, Any],
     inputs: Mapping[str, Any],
     *,
-    prior: dict[str, Invocation],
+    prior: Mapping[str, Invocation],
     prior_ops: dict[str, list[dict[str, Any]]] | None,
     conflict: str,
     verify: bool,
@@ -324,6 +388,8 @@ async def _attempt(
             partial = Array.from_cells(partial.dim_specs, partial._keys, loaded, result.value_type)
     output = partial if status == "succeeded" else None
     info.update(status=status, ended_at=time.time())
+    if not run.shared:  # other processes of a shared attempt record invocations too
+        info["summary"] = summarize(run.invocations.values())
     if run.damaged:
         info["damaged"] = list(run.damaged)
     store.put_job(redact_json(record))
@@ -490,7 +556,8 @@ async def resume(
         )
         raise ValueError(msg)
     inputs = {k: decode_text(v) for k, v in record.get("inputs", {}).items()}
-    prior = {a: Invocation.from_json(r) for a, r in st.job_invocations(job_id).items()}
+    # read a chunk at a time as the stream reaches it: work starts after one chunk's read
+    prior = StoredRecords(st, job_id)
     last = len(record["attempts"])
     prior_ops = st.get_ops(job_id, last) if last else None
     return await _attempt(
@@ -531,7 +598,7 @@ async def verify(
     inputs = {k: decode_text(v) for k, v in record.get("inputs", {}).items()}
     attempt = len(record["attempts"])
     ops = st.get_ops(job_id, attempt) or {}
-    prior = {a: Invocation.from_json(r) for a, r in st.job_invocations(job_id).items()}
+    prior = StoredRecords(st, job_id)
     replay = Run(
         store=st, job_id=job_id, attempt=attempt, mode="verify", prior=prior, expected_ops=ops
     )

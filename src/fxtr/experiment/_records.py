@@ -3,9 +3,47 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from fxtr.store import Store
 
 InvocationStatus = Literal["succeeded", "failed", "skipped", "needs_review"]
+
+
+def _read_only(*args: Any, **kwargs: Any) -> Any:
+    msg = (
+        "this empty list or dict belongs to a finished invocation record and is shared; "
+        "assign a new one to the field instead of changing it"
+    )
+    raise TypeError(msg)
+
+
+class _EmptyList(list[Any]):
+    """The one read-only empty list that finished records share (see ``compact``)."""
+
+    __slots__ = ()
+    append = extend = insert = remove = pop = clear = sort = reverse = _read_only
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+
+    def __reduce__(self) -> Any:
+        return (list, ())
+
+
+class _EmptyDict(dict[str, Any]):
+    """The one read-only empty dict that finished records share (see ``compact``)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = setdefault = update = pop = popitem = clear = _read_only
+    __ior__ = _read_only
+
+    def __reduce__(self) -> Any:
+        return (dict, ())
+
+
+EMPTY_LIST: list[Any] = _EmptyList()
+EMPTY_DICT: dict[str, Any] = _EmptyDict()
 
 
 @dataclasses.dataclass(slots=True, eq=False)
@@ -90,8 +128,31 @@ class Invocation:
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Invocation:
         """Rebuild a record written by ``to_json``."""
-        names = {f.name for f in dataclasses.fields(cls)}
+        names = _INVOCATION_FIELDS
         return cls(**{k: v for k, v in data.items() if k in names})
+
+    def compact(self) -> None:
+        """Share one read-only empty container for each empty list and dict field.
+
+        Called as the record is finished: most records of a large job log nothing, call no
+        model and warn of nothing, and five empty containers each were a third of what a
+        record held in memory. A field's value stays equal to ``[]`` or ``{}``; mutating a
+        finished record's shared empty container raises ``TypeError``.
+        """
+        if not self.logs:
+            self.logs = EMPTY_LIST
+        if not self.warnings:
+            self.warnings = EMPTY_LIST
+        if not self.model_calls:
+            self.model_calls = EMPTY_LIST
+        if not self.changed:
+            self.changed = EMPTY_LIST
+        if not self.cost_by_model:
+            self.cost_by_model = EMPTY_DICT
+        if not self.cost_by_role:
+            self.cost_by_role = EMPTY_DICT
+        if not self.input_fingerprints:
+            self.input_fingerprints = EMPTY_DICT
 
     def report(self) -> dict[str, Any]:
         """The fields the JSON report and ``JobResult`` promise."""
@@ -122,6 +183,45 @@ def _compile_to_json() -> Any:
 
 
 _to_json = _compile_to_json()
+_INVOCATION_FIELDS = frozenset(f.name for f in dataclasses.fields(Invocation))
+
+
+class StoredRecords(Mapping[str, Invocation]):
+    """A job's invocation records in the store, read a chunk of addresses at a time.
+
+    What a resume (or ``verify``) replays against: the runner calls ``load`` with the
+    addresses of the chunk of invocations it is about to resolve and ``forget`` once they
+    are resolved, so the records of a 200,000-invocation job are never all in memory, and
+    work starts after one read of one chunk. A live attempt loads only the succeeded records
+    (the others run again, whatever they say); a verifying replay loads them all.
+    """
+
+    def __init__(self, store: Store, job_id: str) -> None:
+        self.store = store
+        self.job_id = job_id
+        self._loaded: dict[str, Invocation] = {}
+
+    def load(self, addresses: list[str], everything: bool) -> None:
+        """Read the records at ``addresses`` (only the succeeded ones unless ``everything``)."""
+        found = self.store.job_invocations_at(
+            self.job_id, addresses, status=None if everything else "succeeded"
+        )
+        for address, record in found.items():
+            self._loaded[address] = Invocation.from_json(record)
+
+    def forget(self, addresses: list[str]) -> None:
+        """Drop records that were read and have been resolved."""
+        for address in addresses:
+            self._loaded.pop(address, None)
+
+    def __getitem__(self, address: str) -> Invocation:
+        return self._loaded[address]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._loaded)
+
+    def __len__(self) -> int:
+        return len(self._loaded)
 
 
 @dataclasses.dataclass(slots=True, eq=False)

@@ -79,7 +79,8 @@ def replayed(
             "deterministic. Move randomness, time and I/O into a step."
         )
         raise DeterminismError(msg)
-    run.invocations[address] = recorded
+    # the record is the pass's outcome; a verifying pass keeps no second index of it (a
+    # 200,000-invocation job's replay would hold one more entry per invocation)
     if recorded.status == "succeeded":
         return Value(decoded(recorded.result_text))
     return Value(None, cause=f"{recorded.status} at {address!r}: {recorded.error}")

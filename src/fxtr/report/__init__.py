@@ -22,6 +22,7 @@ from fxtr.report._views import (
     load_job,
     operation_graph,
     task_view,
+    view_of,
 )
 
 __all__ = [
@@ -40,4 +41,5 @@ __all__ = [
     "render_value",
     "resolve_job",
     "task_view",
+    "view_of",
 ]

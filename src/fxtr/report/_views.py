@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 from collections import Counter, defaultdict
 from typing import Any
@@ -22,16 +21,78 @@ ROW_HEIGHT = 118
 """Pixels between the tops of two nodes of one layer: a 104-pixel node and a gap."""
 
 
-@dataclasses.dataclass
 class JobView:
-    """One job as the store keeps it: its record and its last attempt's details."""
+    """One job as the store keeps it: its record and its last attempt's details.
 
-    job_id: str
-    record: dict[str, Any]
-    invocations: dict[str, dict[str, Any]]
-    """The latest record of each invocation, by address."""
-    workflows: list[dict[str, Any]]
-    ops: dict[str, list[dict[str, Any]]]
+    The invocation records, the workflow records and the operations are read from the store
+    when first asked for: listing jobs and drawing a job's tree use the summary its record
+    keeps (``summary``) and never read a large job's invocation records.
+    """
+
+    def __init__(
+        self,
+        job_id: str,
+        record: dict[str, Any],
+        invocations: dict[str, dict[str, Any]] | None = None,
+        workflows: list[dict[str, Any]] | None = None,
+        ops: dict[str, list[dict[str, Any]]] | None = None,
+        store: Store | None = None,
+    ) -> None:
+        self.job_id = job_id
+        self.record = record
+        self.store = store
+        self._invocations = invocations
+        self._workflows = workflows
+        self._ops = ops
+
+    @property
+    def invocations(self) -> dict[str, dict[str, Any]]:
+        """The latest record of each invocation, by address (read on first use)."""
+        if self._invocations is None:
+            store = self._need_store()
+            try:
+                self._invocations = store.job_invocations(self.job_id)
+            except ValueError as exc:  # a record cut or garbled on disk
+                msg = (
+                    f"the invocation records of job {self.job_id} in {store.path} are damaged "
+                    f"({exc}); restore the store from a backup"
+                )
+                raise ValueError(msg) from None
+        return self._invocations
+
+    @property
+    def workflows(self) -> list[dict[str, Any]]:
+        """The last attempt's workflow records."""
+        if self._workflows is None:
+            n = len(self.record.get("attempts", []))
+            self._workflows = self._need_store().get_workflows(self.job_id, n) if n else []
+        return self._workflows
+
+    @property
+    def ops(self) -> dict[str, list[dict[str, Any]]]:
+        """The operations each workflow invocation of the last attempt scheduled."""
+        if self._ops is None:
+            n = len(self.record.get("attempts", []))
+            self._ops = (self._need_store().get_ops(self.job_id, n) or {}) if n else {}
+        return self._ops
+
+    def _need_store(self) -> Store:
+        if self.store is None:
+            msg = f"JobView of {self.job_id} was built without its store: pass store=."
+            raise ValueError(msg)
+        return self.store
+
+    @property
+    def summary(self) -> dict[str, Any] | None:
+        """The counts the last attempt recorded as it ended, when it did (see ``summarize``)."""
+        summary = self.attempt.get("summary")
+        return summary if isinstance(summary, dict) and "operations" in summary else None
+
+    def unfinished(self) -> dict[str, dict[str, Any]]:
+        """The records that did not succeed (failed, skipped, in review), by address."""
+        if self._invocations is not None or self.store is None:
+            return {a: r for a, r in self.invocations.items() if r["status"] != "succeeded"}
+        return self.store.job_unfinished(self.job_id)
 
     @property
     def attempt(self) -> dict[str, Any]:
@@ -45,20 +106,17 @@ class JobView:
 
 
 def load_job(store: Store, job_id: str) -> JobView:
-    """A job and its last attempt from the store.
+    """A job and its last attempt from the store (details read when first asked for).
 
     Raises:
         KeyError: the store has no such job.
     """
-    record = store.get_job(job_id)
-    attempt = len(record.get("attempts", []))
-    return JobView(
-        job_id=job_id,
-        record=record,
-        invocations=store.job_invocations(job_id),
-        workflows=store.get_workflows(job_id, attempt) if attempt else [],
-        ops=(store.get_ops(job_id, attempt) or {}) if attempt else {},
-    )
+    return JobView(job_id=job_id, record=store.get_job(job_id), store=store)
+
+
+def view_of(store: Store, record: dict[str, Any]) -> JobView:
+    """A job's view from a record already read (listing jobs reads each record once)."""
+    return JobView(job_id=record["job_id"], record=record, store=store)
 
 
 def format_usd(value: float | None) -> str:
@@ -214,10 +272,24 @@ def job_report(view: JobView, scores: list[dict[str, Any]] | None = None) -> dic
 
 
 def job_row(view: JobView) -> dict[str, Any]:
-    """The columns of ``fxtr jobs`` and the viewer's jobs page."""
-    invs = list(view.invocations.values())
-    ran = [i for i in invs if not i.get("from_cache") and i.get("started_at")]
-    cost = cost_of_invocations(invs)
+    """The columns of ``fxtr jobs`` and the viewer's jobs page.
+
+    From the summary the job's last attempt recorded when it has one (its invocation
+    records are not read), else from the invocation records.
+    """
+    summary = view.summary
+    if summary is not None:
+        counts = {k: summary[k] for k in ("ran", "cached", "failed", "tokens", "cost_usd")}
+    else:
+        invs = list(view.invocations.values())
+        cost = cost_of_invocations(invs)
+        counts = {
+            "ran": sum(1 for i in invs if not i.get("from_cache") and i.get("started_at")),
+            "cached": sum(1 for i in invs if i.get("from_cache")),
+            "failed": sum(1 for i in invs if i["status"] == "failed"),
+            "tokens": cost["input_tokens"] + cost["output_tokens"],
+            "cost_usd": cost["usd"],
+        }
     commit = view.record.get("commit")
     evaluation = evaluation_of(view.record)
     return {
@@ -227,11 +299,7 @@ def job_row(view: JobView) -> dict[str, Any]:
         "gate": gate_label(view.record),
         "eval": evaluation.get("eval") if evaluation else None,
         "attempts": len(view.record.get("attempts", [])),
-        "ran": len(ran),
-        "cached": sum(1 for i in invs if i.get("from_cache")),
-        "failed": sum(1 for i in invs if i["status"] == "failed"),
-        "tokens": cost["input_tokens"] + cost["output_tokens"],
-        "cost_usd": cost["usd"],
+        **counts,
         "started": _iso(view.record.get("created_at")),
         "commit": (commit[:10] + ("*" if view.record.get("dirty") else "")) if commit else None,
     }
@@ -296,7 +364,16 @@ def operation_graph(view: JobView) -> dict[str, Any]:
                 if source and (source, key, param) not in seen_edges:
                     seen_edges.add((source, key, param))
                     edges.append({"source": source, "target": key, "param": param})
-    for address, inv in view.invocations.items():
+    summary = view.summary
+    for key, op in (summary["operations"] if summary is not None else {}).items():
+        n = node(key, "step", address_segments(key)[-1])
+        n["callee"] = op.get("step")
+        n["counts"].update(op["counts"])
+        n["reasons"].update(op["reasons"])
+        for field in ("invocations", "ran", "cached", "input_tokens", "output_tokens"):
+            n[field] += op[field]
+        n["cost_usd"] += op["cost_usd"]
+    for address, inv in view.invocations.items() if summary is None else ():
         key = strip_keys(address)
         n = node(key, "step", address_segments(key)[-1])
         n["callee"] = inv.get("step")

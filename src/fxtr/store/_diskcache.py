@@ -16,10 +16,11 @@ values JSON text):
 - ``h|ADDRESS``: written by fxtr before entries were kept per fingerprint (the replaced
   entries, oldest first); moved into ``q|``/``k|`` when the store is opened.
 - ``n|ID``: a stored entity's canonical text.
-- ``i|JOB|SEQ``: a chunk of its invocation records, appended in
-  completion order (a later record of an address replaces an earlier one);
-  ``s|JOB``: the number of chunks; ``o|JOB|ATTEMPT``: the operations each workflow
-  invocation scheduled; ``w|JOB|ATTEMPT``: the workflow invocations of an attempt.
+- ``o|JOB|ATTEMPT``: the operations each workflow invocation scheduled;
+  ``w|JOB|ATTEMPT``: the workflow invocations of an attempt. Invocation records live in
+  ``FxtrInvocations`` (one row per job and address, status indexed); stores written before
+  it kept them as ``i|JOB|SEQ`` chunks in completion order (``s|JOB``: how many), which are
+  still read, the table's rows standing over them.
 - ``v|FINGERPRINT``: the canonical text of a step input (records keep fingerprints).
 - ``x|JOB|ATTEMPT|ADDRESS``: the record of an invocation that failed in that attempt.
 - ``l|KEY``: the last job launched for a key (the plugin's per-eval resume pointer).
@@ -39,7 +40,7 @@ from typing import Any
 import diskcache
 
 from fxtr.store._base import Batch, CacheEntry, StoreError, entry_key, keeps, parse_job
-from fxtr.store._tables import ClaimTable, JobTable
+from fxtr.store._tables import ClaimTable, InvocationTable, JobTable
 
 _KINDS = {
     "e": "cache entries",
@@ -59,6 +60,11 @@ def _open_cache(directory: Path) -> diskcache.Cache:
         size_limit=2**62,
         statistics=False,
         tag_index=False,
+        # SQLite's defaults here (64 MiB of memory-mapped file, 32 MiB of page cache) stood
+        # in the resident memory of every process that read a large job's records: reads
+        # go through the OS's file cache instead, and SQLite keeps 4 MiB of pages
+        sqlite_mmap_size=0,
+        sqlite_cache_size=2**10,
     )
 
 
@@ -85,6 +91,7 @@ class DiskStore:
             self.cache = _open_cache(self.path / "cache")
             self.jobs = JobTable(self.cache)
             self.claims = ClaimTable(self.cache)
+            self.records = InvocationTable(self.cache)
         except sqlite3.DatabaseError as exc:  # a garbled cache.db: one clear error
             msg = (
                 f"{self.path / 'cache' / 'cache.db'} is not a readable fxtr store ({exc}). "
@@ -443,18 +450,55 @@ class DiskStore:
 
     def job_invocations(self, job_id: str) -> dict[str, dict[str, Any]]:
         """The latest record of each invocation of a job, by address (see ``keeps``)."""
+        with self.cache.transact():
+            out = self._legacy_invocations(job_id)
+            for address, text in self.records.all(job_id).items():
+                record = json.loads(text)
+                old = out.get(address)
+                if old is None or not keeps(old, record):
+                    out[address] = record
+        return out
+
+    def _legacy_invocations(self, job_id: str) -> dict[str, dict[str, Any]]:
+        """Records a store written before ``FxtrInvocations`` kept as chunks (often none)."""
         count = self.cache.get("s|" + job_id, 0)
         out: dict[str, dict[str, Any]] = {}
-        with self.cache.transact():
-            for seq in range(count):
-                text = self.cache.get(f"i|{job_id}|{seq}")
-                if text is None:
-                    continue
-                for record in json.loads(text):
-                    old = out.get(record["address"])
-                    if old is None or not keeps(old, record):
-                        out[record["address"]] = record
+        for seq in range(count):
+            text = self.cache.get(f"i|{job_id}|{seq}")
+            if text is None:
+                continue
+            for record in json.loads(text):
+                old = out.get(record["address"])
+                if old is None or not keeps(old, record):
+                    out[record["address"]] = record
         return out
+
+    def job_invocations_at(
+        self, job_id: str, addresses: list[str], *, status: str | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """The latest records of a job at some addresses (with ``status``, if given).
+
+        Read by address from the table: a resume reads one chunk at a time.
+        """
+        if self.cache.get("s|" + job_id) is not None:  # an old store's chunks: read them all
+            every = self.job_invocations(job_id)
+            found = {a: every[a] for a in addresses if a in every}
+        else:
+            rows = self.records.at(job_id, addresses, status)
+            found = {a: json.loads(t) for a, t in rows.items()}
+        if status is None:
+            return found
+        return {a: r for a, r in found.items() if r.get("status") == status}
+
+    def job_unfinished(self, job_id: str) -> dict[str, dict[str, Any]]:
+        """The latest records of a job's invocations that did not succeed, by address.
+
+        Read from the status index: the succeeded ones are not read.
+        """
+        if self.cache.get("s|" + job_id) is not None:
+            every = self.job_invocations(job_id)
+            return {a: r for a, r in every.items() if r.get("status") != "succeeded"}
+        return {a: json.loads(t) for a, t in self.records.unfinished(job_id).items()}
 
     def put_ops(self, job_id: str, attempt: int, ops: dict[str, list[dict[str, Any]]]) -> None:
         """Record the operations each workflow invocation scheduled in an attempt."""
@@ -553,8 +597,7 @@ class DiskStore:
             for key, text in batch.failures.items():
                 cache.set("x|" + key, text)
             for job_id, records in batch.invocations.items():
-                seq = cache.incr("s|" + job_id) - 1
-                cache.set(f"i|{job_id}|{seq}", json.dumps(records))
+                self.records.put(job_id, records)
             if batch.released:
                 self.claims.release(batch.released)
 

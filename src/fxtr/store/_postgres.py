@@ -76,6 +76,10 @@ _SCHEMA = [
         usage text, result text NOT NULL, meta text NOT NULL, checksum text, code text,
         seq bigserial, PRIMARY KEY (address, key))""",
     "CREATE INDEX IF NOT EXISTS fxtr_kept_fingerprint ON fxtr_kept (address, fingerprint)",
+    # the status of each invocation record, indexed (NULL in rows written before it: the
+    # record says): a resume reads the failed ones, or one chunk of addresses
+    "ALTER TABLE fxtr_invocations ADD COLUMN IF NOT EXISTS status text",
+    "CREATE INDEX IF NOT EXISTS fxtr_invocations_status ON fxtr_invocations (job_id, status)",
 ]
 
 
@@ -448,6 +452,49 @@ class PostgresStore:
         )
         return {address: json.loads(text) for address, text in rows}
 
+    def job_invocations_at(
+        self, job_id: str, addresses: list[str], *, status: str | None = None
+    ) -> dict[str, dict[str, Any]]:
+        """The latest records of a job at some addresses (with ``status``, if given).
+
+        One query: a resume reads one chunk at a time.
+        """
+        params: tuple[str, ...] = ()
+        if status is None:
+            sql = ""
+        else:  # rows written before the status column have NULL: their record says
+            sql, params = " AND (status = %s OR status IS NULL)", (status,)
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT address, record FROM fxtr_invocations WHERE job_id = %s "
+                f"AND address = ANY(%s){sql}",
+                (job_id, list(addresses), *params),
+            )
+            .fetchall()
+        )
+        found = {address: json.loads(text) for address, text in rows}
+        if status is None:
+            return found
+        return {a: r for a, r in found.items() if r.get("status") == status}
+
+    def job_unfinished(self, job_id: str) -> dict[str, dict[str, Any]]:
+        """The latest records of a job's invocations that did not succeed, by address.
+
+        Read from the status index: the succeeded ones are not read.
+        """
+        rows = (
+            self._conn()
+            .execute(
+                "SELECT address, record FROM fxtr_invocations WHERE job_id = %s "
+                "AND (status IS NULL OR status <> 'succeeded')",
+                (job_id,),
+            )
+            .fetchall()
+        )
+        found = {address: json.loads(text) for address, text in rows}
+        return {a: r for a, r in found.items() if r.get("status") != "succeeded"}
+
     def _put_attempt(self, job_id: str, attempt: int, kind: str, body: Any) -> None:
         self._conn().execute(
             "INSERT INTO fxtr_attempts (job_id, attempt, kind, body) VALUES (%s, %s, %s, %s) "
@@ -548,9 +595,10 @@ class PostgresStore:
                 latest = {r["address"]: r for r in records}
                 # a cache hit of the same attempt does not replace the run (see ``keeps``)
                 cur.executemany(
-                    "INSERT INTO fxtr_invocations (job_id, address, record, attempt, ran) "
-                    "VALUES (%s, %s, %s, %s, %s) ON CONFLICT (job_id, address) DO UPDATE SET "
-                    "record = EXCLUDED.record, attempt = EXCLUDED.attempt, ran = EXCLUDED.ran "
+                    "INSERT INTO fxtr_invocations (job_id, address, record, attempt, ran, status) "
+                    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (job_id, address) DO UPDATE SET "
+                    "record = EXCLUDED.record, attempt = EXCLUDED.attempt, ran = EXCLUDED.ran, "
+                    "status = EXCLUDED.status "
                     "WHERE EXCLUDED.ran OR NOT fxtr_invocations.ran "
                     "OR EXCLUDED.attempt <> fxtr_invocations.attempt",
                     [
@@ -560,6 +608,7 @@ class PostgresStore:
                             json.dumps(r),
                             r.get("attempt", 0),
                             not (r.get("from_cache") or r.get("status") != "succeeded"),
+                            r.get("status", "skipped"),
                         )
                         for a, r in latest.items()
                     ],

@@ -6,6 +6,9 @@ the cache's own per-thread connection (so ``cache.transact()`` covers them too):
 
 - ``FxtrJobs`` (``JobTable``): job records by job id, so listing jobs reads job records only,
   however many results the cache holds.
+- ``FxtrInvocations`` (``InvocationTable``): the latest record of each invocation of a job,
+  by job and address, with its status beside it (the unfinished ones indexed), so a resume
+  reads the records of one chunk of addresses, or the failed ones, without the rest.
 - ``FxtrClaims`` (``ClaimTable``): who runs an address now (holder, host, pid, lease end),
   claimed and released a batch at a time with ``executemany``: a 100,000-invocation job
   claims its addresses in a fraction of a second, where a diskcache ``add`` per address
@@ -16,6 +19,7 @@ Only ``_diskcache`` uses these classes.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import time
@@ -24,7 +28,7 @@ from typing import Any
 
 import diskcache
 
-from fxtr.store._base import pid_alive
+from fxtr.store._base import keeps, pid_alive
 
 _HOST = socket.gethostname()
 _CHUNK = 500
@@ -82,6 +86,95 @@ class JobTable(_Table):
         """Every job id."""
         for job_id, _ in self.items():
             yield job_id
+
+
+class InvocationTable(_Table):
+    """Invocation records: one row per job and address, the latest record (see ``keeps``).
+
+    Besides the record's JSON, a row keeps its status, attempt and whether it was served
+    from a cache (``cached``) or ran and succeeded (``ran``), so the rule of ``keeps`` (a
+    cache hit of the same attempt does not replace the run) is one upsert, and the rows of
+    a job with some status are read from an index.
+    """
+
+    def __init__(self, cache: diskcache.Cache) -> None:
+        super().__init__(cache)
+        self._sql(
+            "CREATE TABLE IF NOT EXISTS FxtrInvocations (job_id TEXT NOT NULL, "
+            "address TEXT NOT NULL, status TEXT NOT NULL, attempt INTEGER NOT NULL, "
+            "cached INTEGER NOT NULL, ran INTEGER NOT NULL, record TEXT NOT NULL, "
+            "UNIQUE (job_id, address))"
+        )
+        # a partial index: only the rows that did not succeed (a few), so writing the
+        # succeeded ones costs no second index, and a resume finds the others at once
+        self._sql(
+            "CREATE INDEX IF NOT EXISTS FxtrInvocationsUnfinished ON FxtrInvocations "
+            "(job_id) WHERE status <> 'succeeded'"
+        )
+
+    def put(self, job_id: str, records: list[dict[str, Any]]) -> None:
+        """Write a batch's records of one job (inside the caller's transaction)."""
+        latest: dict[str, dict[str, Any]] = {}
+        for record in records:
+            old = latest.get(record["address"])
+            if old is None or not keeps(old, record):
+                latest[record["address"]] = record
+        self._many(
+            "INSERT INTO FxtrInvocations (job_id, address, status, attempt, cached, ran, record) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, address) DO UPDATE SET "
+            "status = excluded.status, attempt = excluded.attempt, cached = excluded.cached, "
+            "ran = excluded.ran, record = excluded.record WHERE NOT (excluded.cached "
+            "AND FxtrInvocations.ran AND excluded.attempt = FxtrInvocations.attempt)",
+            (
+                (
+                    job_id,
+                    address,
+                    r.get("status", "skipped"),
+                    r.get("attempt", 0),
+                    bool(r.get("from_cache")),
+                    not r.get("from_cache") and r.get("status") == "succeeded",
+                    json.dumps(r),
+                )
+                for address, r in latest.items()
+            ),
+        )
+
+    def has(self, job_id: str) -> bool:
+        """Whether the job has any record here."""
+        row = self._sql("SELECT 1 FROM FxtrInvocations WHERE job_id = ? LIMIT 1", (job_id,))
+        return row.fetchone() is not None
+
+    def all(self, job_id: str) -> dict[str, str]:
+        """Every record of a job (JSON text), by address, in the order first written."""
+        rows = self._sql(
+            "SELECT address, record FROM FxtrInvocations WHERE job_id = ? ORDER BY rowid",
+            (job_id,),
+        ).fetchall()
+        return dict(rows)
+
+    def at(self, job_id: str, addresses: list[str], status: str | None) -> dict[str, str]:
+        """The records of a job at some addresses (with that status, if given)."""
+        out: dict[str, str] = {}
+        extra, params = ("AND status = ? ", (status,)) if status is not None else ("", ())
+        for start in range(0, len(addresses), _CHUNK):
+            chunk = addresses[start : start + _CHUNK]
+            out.update(
+                self._sql(
+                    "SELECT address, record FROM FxtrInvocations WHERE job_id = ? "
+                    f"{extra}AND address IN ({', '.join('?' * len(chunk))})",
+                    (job_id, *params, *chunk),
+                ).fetchall()
+            )
+        return out
+
+    def unfinished(self, job_id: str) -> dict[str, str]:
+        """The records of a job that did not succeed (failed, skipped, in review), by address."""
+        rows = self._sql(
+            "SELECT address, record FROM FxtrInvocations WHERE job_id = ? "
+            "AND status <> 'succeeded' ORDER BY rowid",
+            (job_id,),
+        ).fetchall()
+        return dict(rows)
 
 
 class ClaimTable(_Table):
