@@ -63,7 +63,8 @@ def output_cells(partial: Any, missing: Any, invocations: list[Any]) -> dict[str
     invocations; the plugin's payload and ``fxtr resume``'s new evaluation share it.
 
     Returns:
-        ``{"case_dims", "group_dims", "sample_dim", "cells", "numeric"}``.
+        ``{"case_dims", "group_dims", "sample_dim", "cells", "numeric"}``, and ``"judge"``
+        (the judge's audit) when the job graded with an audited judge.
     """
     out_dims = list(partial.dims)
     case_dims = [d for d in out_dims if d == CASE]
@@ -90,14 +91,26 @@ def output_cells(partial: Any, missing: Any, invocations: list[Any]) -> dict[str
             any_numeric = True
         any_value = any_value or not gone
         cell["values"].append(number)
-    _attach_addresses(by_cell, invocations, group_dims, case_dims)
-    return {
+    # a judge's gold cases belong to no cell (they carry none of the cells' keys)
+    graded = [inv for inv in invocations if inv.step != "fxtr.judge_gold"]
+    _attach_addresses(by_cell, graded, group_dims, case_dims)
+    result: dict[str, Any] = {
         "case_dims": case_dims,
         "group_dims": group_dims,
         "sample_dim": sample,
         "cells": list(by_cell.values()),
         "numeric": any_numeric or not any_value,
     }
+    _attach_judge(result, invocations, group_dims)
+    return result
+
+
+def _attach_judge(payload: dict[str, Any], invocations: list[Any], group_dims: list[str]) -> None:
+    """The judge's audit (gold set, flips, pairs: DESIGN §15) when the job graded with one."""
+    from fxtr.evals._audit import has_judge_steps, judge_payload
+
+    if has_judge_steps(invocations):
+        payload["judge"] = judge_payload(invocations, group_dims)
 
 
 def _cell(group: dict[str, str], case: dict[str, str]) -> dict[str, Any]:

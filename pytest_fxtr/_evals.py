@@ -317,7 +317,9 @@ def run_job(
             job_id = job_id_for(run_id, ev)
             store.set_last_job(key, job_id)
             coro = launch(ev.workflow, inputs, job_id=job_id, root=ev.root, **options)
-        ev.job = loop.run(coro)
+        from pytest_fxtr._cost import within_cost_controls
+
+        ev.job = loop.run(within_cost_controls(coro, settings, loop, store))
         ev.job_id = ev.job.job_id
         store.set_last_job(key, ev.job.job_id)
     except Exception as exc:

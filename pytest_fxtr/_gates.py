@@ -150,6 +150,10 @@ def evaluate(payload: dict[str, Any], baseline: Baseline | None, margin: float) 
             stats = dict(scores.group_statistics(cases, threshold=threshold, clusters=mine))
             stats["group"] = dict(group_key)
             groups.append(stats)
+    if payload.get("judge"):  # a judged eval: audit figures, corrected scores (DESIGN §15)
+        from fxtr.evals._audit import apply_judge
+
+        notes.extend(apply_judge(groups, payload["judge"], threshold))
     base: dict[str, Any] | None = None
     if baseline is not None and baseline.cells is not None:
         if baseline.job_id == payload.get("job_id"):

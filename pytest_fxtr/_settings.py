@@ -38,6 +38,16 @@ class Settings:
     """``--fxtr-markdown``: where to write the summary as Markdown."""
     here: Path = Path()
     """The invocation directory: relative paths given to options start here."""
+    dry_run: bool = False
+    """``--fxtr-dry-run``: plan and forecast every eval; run, spend and write nothing."""
+    max_cost: float | None = None
+    """``--fxtr-max-cost``: dollars the run's model calls may spend."""
+    batch: bool = False
+    """``--fxtr-batch``: single-turn kit calls go through the provider's batch API."""
+    batch_size: int | None = None
+    """``--fxtr-batch-size``: requests per provider batch (default 1,000)."""
+    batch_delay: float | None = None
+    """``--fxtr-batch-delay``: seconds a batch waits for more requests (default 5)."""
     cache_keep: int = 20
     """``--fxtr-cache-keep``: entries each address keeps, one per fingerprint."""
     explain_misses: bool = False
@@ -71,6 +81,12 @@ class Settings:
             parts.append(f"executor={self.executor}")
         if self.samples is not None:
             parts.append(f"samples={self.samples}")
+        if self.dry_run:
+            parts.append("dry-run=on")
+        if self.max_cost is not None:
+            parts.append(f"max-cost=${self.max_cost:g}")
+        if self.batch:
+            parts.append("batch=on")
         if self.baseline:
             margin = f" (margin {self.baseline_margin:g})" if self.baseline_margin else ""
             parts.append(f"baseline={self.baseline}{margin}")
@@ -159,6 +175,42 @@ def add_options(parser: pytest.Parser) -> None:
         metavar="PATH",
         help="write the fxtr summary as Markdown (also to $GITHUB_STEP_SUMMARY when set)",
     )
+    group.addoption(
+        "--fxtr-dry-run",
+        action="store_true",
+        default=None,
+        help="plan every eval against the cache and print what would run and its forecast "
+        "cost; run, spend and write nothing",
+    )
+    group.addoption(
+        "--fxtr-max-cost",
+        default=None,
+        metavar="USD",
+        help="no model call starts that would take the run's spending past USD dollars",
+    )
+    group.addoption(
+        "--fxtr-batch",
+        action="store_true",
+        default=None,
+        help="send single-turn kit calls (generate, judges) through provider batch APIs",
+    )
+    group.addoption(
+        "--fxtr-batch-size",
+        default=None,
+        metavar="N",
+        help="requests per provider batch (default: 1000)",
+    )
+    group.addoption(
+        "--fxtr-batch-delay",
+        default=None,
+        metavar="SECONDS",
+        help="seconds a provider batch waits for more requests before it is sent (default: 5)",
+    )
+    parser.addini("fxtr_dry_run", "plan and forecast only", type="bool", default=False)
+    parser.addini("fxtr_max_cost", "dollars the run may spend on model calls", default=None)
+    parser.addini("fxtr_batch", "use provider batch APIs", type="bool", default=False)
+    parser.addini("fxtr_batch_size", "requests per provider batch", default=None)
+    parser.addini("fxtr_batch_delay", "seconds before a provider batch is sent", default=None)
     group.addoption(
         "--fxtr-cache-keep",
         default=None,
@@ -306,6 +358,21 @@ def resolve(config: pytest.Config) -> Settings:
     markdown = (invocation_dir / markdown_raw).resolve() if markdown_raw else None
     if markdown is not None:
         _writable_file(markdown, "--fxtr-markdown", problems)
+    max_cost = _finite(_pick(config, "max_cost"), "--fxtr-max-cost", problems)
+    if max_cost is not None and max_cost < 0:
+        problems.append(
+            f"--fxtr-max-cost must be 0 dollars or more, got {max_cost:g}; give the budget in "
+            "US dollars, e.g. --fxtr-max-cost 5"
+        )
+    batch_size_raw = _pick(config, "batch_size")
+    batch_size = (
+        None
+        if batch_size_raw in (None, "")
+        else _positive(batch_size_raw, "--fxtr-batch-size", problems)
+    )
+    batch_delay = _finite(_pick(config, "batch_delay"), "--fxtr-batch-delay", problems)
+    if batch_delay is not None and batch_delay < 0:
+        problems.append(f"--fxtr-batch-delay must be 0 seconds or more, got {batch_delay:g}.")
     if problems:
         raise pytest.UsageError("\n".join(problems))
     return Settings(
@@ -322,6 +389,11 @@ def resolve(config: pytest.Config) -> Settings:
         baseline_margin=margin or 0.0,
         markdown=markdown,
         here=invocation_dir,
+        dry_run=bool(_pick(config, "dry_run")),
+        max_cost=max_cost,
+        batch=bool(_pick(config, "batch")),
+        batch_size=batch_size,
+        batch_delay=batch_delay,
         cache_keep=cache_keep,
         explain_misses=bool(_pick(config, "explain_misses")),
     )

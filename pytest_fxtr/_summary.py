@@ -159,9 +159,17 @@ def _model_label(row: dict[str, Any]) -> str:
 
 
 def render(
-    tr: Any, jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]], verbose: int
+    tr: Any,
+    jobs: dict[str, dict[str, Any]],
+    evaluations: list[dict[str, Any]],
+    verbose: int,
+    *,
+    budget: Any = None,
 ) -> None:
-    """Write the ``fxtr summary`` section; failed gates and regressions come last."""
+    """Write the ``fxtr summary`` section; failed gates and regressions come last.
+
+    With ``--fxtr-max-cost``, the last line says when the budget was reached.
+    """
     by_job = {e["job_id"]: e for e in evaluations if e.get("job_id")}
     tr.section("fxtr summary", sep="=")
     for job_id, info in jobs.items():
@@ -179,6 +187,23 @@ def render(
                 tr.write_line(f"fxtr: {evaluation['eval']}: {note}")
     for line in failure_lines(evaluations):
         tr.write_line(line, red=True, bold=True)
+    _cost_controls(tr, jobs, budget)
+
+
+def _cost_controls(tr: Any, jobs: dict[str, dict[str, Any]], budget: Any) -> None:
+    """The limits that adapted to rate limits, and the budget's line (the last one)."""
+    final: dict[str, dict[str, Any]] = {}
+    for info in jobs.values():
+        final.update((info.get("record") or {}).get("limiters") or {})
+    for key, lim in sorted(final.items()):
+        if any(h["limit"] != lim["start"] for h in lim.get("history", ())):
+            server, _, model = key.rpartition("#")
+            tr.write_line(
+                f"concurrency of {model} at {server}: {lim['limit']} at the end "
+                f"(started at {lim['start']}; {lim.get('rate_limited', 0)} rate-limited)"
+            )
+    if budget is not None and budget.reached:
+        tr.write_line(f"budget reached: ${budget.spent:.4f} of ${budget.limit:g}", red=True)
 
 
 def _one_line(job_id: str, info: dict[str, Any], evaluation: dict[str, Any] | None) -> str:
@@ -393,7 +418,7 @@ def _scores_block(tr: Any, evaluation: dict[str, Any]) -> None:
         ]
         headers = ["group", "mean", "95% CI", "interval", "n", "missing", "threshold", "gate"]
         tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
-    for line in pass_at_lines(groups) + flaky_lines(groups):
+    for line in pass_at_lines(groups) + flaky_lines(groups) + judge_lines(groups):
         tr.write_line(line)
     compared = [g for g in groups if g.get("baseline")]
     if compared:
@@ -488,6 +513,41 @@ def pass_at_lines(groups: list[dict[str, Any]]) -> list[str]:
     return lines
 
 
+def judge_lines(groups: list[dict[str, Any]], width: int | None = WIDTH) -> list[str]:
+    """Per judged group: the raw and corrected means, the judge's q0, q1, flips, position bias.
+
+    DESIGN §15; the figures are ``group["judge"]`` and ``group["corrected"]`` of the report.
+    """
+    lines = []
+    for g in groups:
+        judge = g.get("judge")
+        if not isinstance(judge, dict):
+            continue
+        parts = []
+        corrected = g.get("corrected")
+        if corrected:
+            parts.append(
+                f"raw {num(g.get('mean'))} -> corrected {num(corrected.get('value'))} "
+                f"{interval(corrected.get('low'), corrected.get('high'))}"
+            )
+        elif judge.get("usable") is False:
+            parts.append(f"raw {num(g.get('mean'))}, judge unusable: not corrected")
+        for name in ("q0", "q1"):
+            rate = judge.get(name)
+            if rate:
+                parts.append(
+                    f"{name} {num(rate.get('value'))} {interval(rate.get('low'), rate.get('high'))}"
+                    f" n={rate.get('n')}"
+                )
+        if judge.get("flip_rate") is not None:
+            parts.append(f"flip rate {num(judge['flip_rate'])}")
+        if judge.get("position_inconsistency") is not None:
+            parts.append(f"position inconsistency {num(judge['position_inconsistency'])}")
+        text = f"judge ({describe(g['group'])}): " + "; ".join(parts)
+        lines.append(short(text, width) if width else text)
+    return lines
+
+
 def failure_lines(evaluations: list[dict[str, Any]]) -> list[str]:
     """Why the run fails on scores: every missed gate and every regression, one line each."""
     lines: list[str] = []
@@ -519,6 +579,14 @@ def failure_lines(evaluations: list[dict[str, Any]]) -> list[str]:
 def _why(g: dict[str, Any]) -> str:
     parts = [f"{g['missing']} case(s) missing"] if g.get("missing") else []
     mean, threshold = g.get("mean"), g.get("threshold")
+    corrected = (g.get("corrected") or {}).get("value")
+    if corrected is not None:  # a calibrated judge: the gate used the corrected value
+        below = threshold is not None and corrected < threshold
+        relation = " <" if below else ","
+        parts.append(
+            f"corrected {num(corrected)}{relation} threshold {num(threshold)} (raw {num(mean)})"
+        )
+        return ", ".join(parts)
     if mean is None:
         parts.append(f"no value (threshold {num(threshold)})")
     elif threshold is not None and mean < threshold:
@@ -577,6 +645,8 @@ def markdown(jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]])
                 )
             out.append("")
         for line in pass_at_lines(e["groups"]) + flaky_lines(e["groups"]):
+            out.append(f"- {_md(line)}")
+        for line in judge_lines(e["groups"], width=None):
             out.append(f"- {_md(line)}")
         if compared:
             for line in flipped_lines(compared):

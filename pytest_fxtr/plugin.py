@@ -37,6 +37,10 @@ class State:
     """The gated evaluations, one per eval (built at the end, on the controller)."""
     loop: Any = None
     """The event loop the run's jobs share (started with the first eval)."""
+    dry_plans: list[Any] = dataclasses.field(default_factory=list)
+    """``--fxtr-dry-run``: each eval's plan and forecast."""
+    budget: Any = None
+    """``--fxtr-max-cost``: the run's ``Budget`` (spent, refused), shared by its jobs."""
 
 
 def _loop(state: State) -> Any:
@@ -50,6 +54,15 @@ def _loop(state: State) -> Any:
 def pytest_addoption(parser: pytest.Parser) -> None:
     """Register ``--fxtr-*`` options and their ``fxtr_*`` ini twins."""
     add_options(parser)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """A dry run plans in this process: pytest-xdist's workers are not started for it."""
+    dry = config.getoption("--fxtr-dry-run", None) or config.getini("fxtr_dry_run")
+    if dry and getattr(config.option, "numprocesses", None):
+        config.option.numprocesses = 0
+        config.option.dist = "no"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -208,6 +221,29 @@ def _progress(config: pytest.Config, state: State, ev: Any) -> Any:
                 tr.write_line(line)
 
     return on_invocation
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtestloop(session: pytest.Session) -> bool | None:
+    """``--fxtr-dry-run``: plan and forecast every eval instead of running the tests."""
+    state = session.config.stash[STATE]
+    if not state.settings.dry_run or state.worker:
+        return None
+    if not state.evals:
+        return True  # nothing runs in a dry run, and nothing fxtr has to say
+    from pytest_fxtr._dryrun import plan_eval, render
+
+    plans = [plan_eval(ev, state.settings, _loop(state)) for ev in state.evals.values()]
+    state.dry_plans = plans
+    tr = session.config.pluginmanager.get_plugin("terminalreporter")
+    if tr is not None:
+        render(tr, plans)
+    if state.settings.report is not None:
+        from pytest_fxtr._dryrun import plans_json
+        from pytest_fxtr._summary import write_report
+
+        write_report(state.settings.report, {"dry_run": plans_json(plans)})
+    return True
 
 
 _current: list[pytest.Item | None] = [None]
@@ -384,6 +420,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = session.config.stash[STATE]
     _current[0] = None
     if state.loop is not None:
+        state.budget = getattr(state.loop, "budget", None)
         state.loop.close()
         state.loop = None
     for ev in state.evals.values():
@@ -413,6 +450,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     write_markdown(settings.markdown, state.jobs, state.evaluations)
     _junit_properties(session.config, state)
     failed = [e for e in state.evaluations if not e["gate"]["passed"]]
+    if state.budget is not None and state.budget.reached:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
     if failed and session.exitstatus == pytest.ExitCode.OK:
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
     tr = session.config.pluginmanager.get_plugin("terminalreporter")
@@ -459,17 +498,25 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         return
     from pytest_fxtr._summary import render
 
-    terminalreporter = _Redacting(terminalreporter)
-    render(terminalreporter, state.jobs, state.evaluations, config.getoption("verbose"))
+    reporter = _Redacting(terminalreporter)
+    # the misses come first: the summary's last line (a gate, a regression, a budget) stays last
     if state.settings.explain_misses:
         from fxtr.experiment._why import miss_lines
 
-        terminalreporter.section("fxtr cache misses", sep="-")
+        reporter.section("fxtr cache misses", sep="-")
         for job_id, info in state.jobs.items():
             lines = miss_lines(info["invocations"], config.getoption("verbose"))
-            terminalreporter.write_line(f"job {job_id}:" + ("" if lines else " nothing ran"))
+            reporter.write_line(f"job {job_id}:" + ("" if lines else " nothing ran"))
             for line in lines:
-                terminalreporter.write_line("  " + line)
+                reporter.write_line("  " + line)
+
+    render(
+        reporter,
+        state.jobs,
+        state.evaluations,
+        config.getoption("verbose"),
+        budget=state.budget,
+    )
 
 
 class _Redacting:

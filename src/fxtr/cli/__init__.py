@@ -611,6 +611,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.add_argument("-o", "--output", help="the file --export writes")
     p.set_defaults(run=cmd_view)
+
+    from fxtr.cli._calibrate import add_parser as add_calibrate  # DESIGN §15's A/A control
+    add_calibrate(sub, common, (_store, _job_id, _print_json, CommandError))
     return parser
 
 

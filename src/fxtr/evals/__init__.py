@@ -18,6 +18,7 @@ from fxtr.evals._judge import (
 )
 from fxtr.evals._models import Model, mock_judge, register_mock, user_text
 from fxtr.evals._scorers import (
+    AuditedScorer,
     Score,
     Scorer,
     choice,
@@ -28,10 +29,12 @@ from fxtr.evals._scorers import (
     model_graded_fact,
     model_graded_qa,
     numeric,
+    pairwise,
     pattern,
 )
 
 __all__ = [
+    "AuditedScorer",
     "DEFAULT_GRADE_PATTERN",
     "DEFAULT_MODEL_GRADED_FACT_TEMPLATE",
     "DEFAULT_MODEL_GRADED_QA_TEMPLATE",
@@ -55,6 +58,7 @@ __all__ = [
     "model_graded_fact",
     "model_graded_qa",
     "numeric",
+    "pairwise",
     "pattern",
     "register_mock",
     "score",

@@ -2,32 +2,24 @@
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
-from collections.abc import Iterator
 from typing import Annotated, Any
 
 from fxtr.agents._types import RUNNERS, Agent
-from fxtr.evals import _judge
+from fxtr.evals._calls import _judged as _judged  # re-exported: fxtr.agents grades with it
+from fxtr.evals._calls import call as call
+from fxtr.evals._calls import request_for as request_for
 from fxtr.evals._cases import Case
+from fxtr.evals._judging import audited_scores
 from fxtr.evals._models import Model
-from fxtr.evals._scorers import JUDGES, Score, Scorer
+from fxtr.evals._scorers import JUDGES, AuditedScorer, Score, Scorer
 from fxtr.experiment.arrays import Array
 from fxtr.experiment.entities import BoundID
 from fxtr.experiment.handles import ArrayHandle, ScalarHandle
 from fxtr.experiment.steps import StepContext, step
 from fxtr.experiment.workflows import WorkflowContext, workflow
-from fxtr.models import (
-    ContentText,
-    ModelCallError,
-    ModelCallFailure,
-    ModelRequest,
-    ModelResponse,
-    Sampling,
-    SystemMessage,
-    UserMessage,
-    generate_with_retries,
-)
+from fxtr.models import ModelResponse
+
+__all__ = ["case_prompt", "evaluate", "generate", "request_for", "score"]
 
 SINGLE_ANSWER_TEMPLATE = """
 Answer the following multiple choice question. The entire content of your response should be of the following format: 'ANSWER: $LETTER' (without quotes) where LETTER is one of {letters}.
@@ -66,60 +58,10 @@ def case_prompt(case: Case) -> str:
     )
 
 
-def request_for(model: Model, text: str, sample: int | None) -> ModelRequest:
-    """One user message (after the model's system prompt), with the model's sampling.
-
-    A sampled call to a mock model carries the sample index as ``sampling.seed`` (added to
-    the model's own seed), so a scripted reply can vary by sample and stay reproducible.
-    """
-    messages: list[Any] = []
-    if model.system:
-        messages.append(SystemMessage(content=(ContentText(text=model.system),)))
-    messages.append(UserMessage(content=(ContentText(text=text),)))
-    sampling = model.sampling
-    if model.provider == "mock" and sample is not None:
-        base = sampling or Sampling()
-        sampling = dataclasses.replace(base, seed=(base.seed or 0) + sample)
-    return ModelRequest(context=tuple(messages), sampling=sampling)
-
-
-async def call(model: Model, request: ModelRequest) -> ModelResponse:
-    """Call the model with retries.
-
-    Raises:
-        ModelCallError: the call still failed, so the invocation fails with its classified
-            reason and nothing is cached.
-    """
-    api = model.api()
-    try:
-        result = await generate_with_retries(api, request)
-    finally:
-        await api.aclose()
-    if isinstance(result, ModelCallFailure):
-        raise ModelCallError(result)
-    return result
-
-
-@contextlib.contextmanager
-def judge_role() -> Iterator[None]:
-    """Record the model calls made inside as the judge's, apart from the subject's."""
-    from fxtr.tracing import _recorder
-
-    role = getattr(_recorder, "call_role", None)
-    if role is None:  # a recorder without roles counts every call as the subject's
-        yield
-        return
-    token = role.set("judge")
-    try:
-        yield
-    finally:
-        role.reset(token)
-
-
 @step(name="fxtr.generate")
 async def generate(context: StepContext, model: Model, case: Case) -> ModelResponse:
     """Ask ``model`` the case's input (as one user message, after its system prompt)."""
-    return await call(model, request_for(model, case_prompt(case), context.sample))
+    return await call(model, request_for(model, case_prompt(case), context.sample), context)
 
 
 @step(name="fxtr.score")
@@ -134,51 +76,6 @@ async def score(context: StepContext, scorer: Scorer, case: Case, response: Mode
     if scorer.kind not in JUDGES:
         return scorer.grade(case, completion)
     return await _judged(context, scorer, case, completion)
-
-
-async def _judged(context: StepContext, scorer: Scorer, case: Case, completion: str) -> Score:
-    assert scorer.judge is not None and scorer.template is not None
-    assert scorer.instructions is not None and scorer.grade_pattern is not None
-    if not case.targets:
-        msg = (
-            f"{scorer.kind} grades against the case's target, and case {case.id!r} has none: "
-            "give the dataset a target column."
-        )
-        raise ValueError(msg)
-    try:
-        prompt = _judge.grading_prompt(
-            scorer.template,
-            question=case.input,
-            answer=completion,
-            criterion="".join(case.targets),
-            instructions=scorer.instructions,
-            metadata=case.metadata,
-        )
-    except (KeyError, IndexError, ValueError) as exc:
-        msg = (
-            f"The {scorer.kind} template cannot be filled for case {case.id!r} ({exc!r}): it "
-            "may use {question}, {answer}, {criterion}, {instructions} and the case's "
-            "metadata keys; double other braces ({{ }})."
-        )
-        raise ValueError(msg) from None
-    with judge_role():
-        reply = (await call(scorer.judge, request_for(scorer.judge, prompt, None))).text
-    grade = _judge.read_grade(
-        reply,
-        grade_pattern=scorer.grade_pattern,
-        grade_words=scorer.grade_words,
-        grades=scorer.grades,
-    )
-    if grade is None:
-        offered = "/".join(scorer.grades) or "what the pattern accepts"
-        msg = (
-            f"The judge {scorer.judge.name} gave no grade ({offered}) for case {case.id!r}; "
-            f"its reply: {reply[:2000]!r}. Check the instructions ask for 'GRADE: $LETTER' "
-            "and the grade_pattern finds it."
-        )
-        raise ValueError(msg)
-    context.log(f"judge {scorer.judge.name}: GRADE {grade}")
-    return Score(value=_judge.grade_value(grade), answer=completion, explanation=reply)
 
 
 async def _as_asked(
@@ -206,20 +103,28 @@ async def evaluate(
     """Generate every (model, case, sample), then score each response.
 
     The generate step sees what the model is asked (each case's id, input and choices), so
-    editing a target or metadata re-grades the cached answers instead of asking again.
-    With an ``agent`` (``fxtr.agents.Agent``), each (model, case, sample) runs the agent
-    loop instead, as the child workflow ``agent[...]``, and the scorer grades its trajectory.
+    editing a target or metadata re-grades the cached answers instead of asking again. A
+    judge with a gold set, ``judge_samples`` or ``pairwise`` is scheduled by
+    ``fxtr.evals._judging`` (DESIGN §15). With an ``agent`` (``fxtr.agents.Agent``), each
+    (model, case, sample) runs the agent loop instead, as the child workflow ``agent[...]``,
+    and the scorer grades its trajectory.
     """
     if agent is not None:
         run_agents: Any = RUNNERS["evaluate"]
         return run_agents(context, agent, model, case, scorer, samples)  # type: ignore[no-any-return]
+    asked = await _as_asked(context, case)
     responses = context.run_step(
         "generate",
         generate,
-        {"model": model, "case": await _as_asked(context, case)},
+        {"model": model, "case": asked},
         map_over=["model", "case"],
         samples=samples,
     )
+    ref = await scorer.item()
+    spec = ref if isinstance(ref, Scorer) else await context.load(ref)
+    if isinstance(spec, AuditedScorer):
+        handles = (case, asked, responses)
+        return await audited_scores(context, spec, handles, samples, (generate, score))
     return context.run_step(
         "score",
         score,

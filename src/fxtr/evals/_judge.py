@@ -49,6 +49,36 @@ Does the submission contain the content in the expert answer?
 """  # noqa: E501
 
 
+DEFAULT_PAIRWISE_TEMPLATE = """
+You are comparing two answers to the same task based on a criterion. Here is the data:
+
+[BEGIN DATA]
+***
+[Task]: {question}
+***
+[Answer A]: {answer_a}
+***
+[Answer B]: {answer_b}
+***
+[Criterion]: {criterion}
+***
+[END DATA]
+
+Which answer meets the criterion better?
+
+{instructions}
+"""
+
+DEFAULT_PAIRWISE_INSTRUCTIONS = """
+After comparing the two answers, reply with 'GRADE: $VERDICT' (without quotes) where VERDICT is one of A, B or TIE: "A" if answer A is better, "B" if answer B is better, "TIE" if they are equally good (or equally bad). The order in which the answers are shown says nothing about their quality.
+
+First, write out in a step by step manner your reasoning about the criterion to be sure that your conclusion is correct. Then, end with your verdict formatted as 'GRADE: $VERDICT' (without quotes) where VERDICT is one of A, B or TIE.
+"""  # noqa: E501
+
+PAIRWISE_GRADE_PATTERN = r"(?is).*(?<!\w)GRADE(?!\w)\s*:\s*\**\s*(TIE|A|B)(?!\w)"
+"""The last ``GRADE: A``, ``GRADE: B`` or ``GRADE: TIE`` of a pairwise judge's reply."""
+
+
 def default_instructions(partial_credit: bool) -> str:
     """The grading instructions: reason step by step, end with ``GRADE: C`` (or P, or I)."""
     p = "P" if partial_credit else ""
@@ -88,6 +118,23 @@ def _neutralize_value(value: Any) -> Any:
     return value
 
 
+def fill(
+    template: str, *, values: dict[str, str], instructions: str, metadata: dict[str, Any]
+) -> str:
+    """A judge's prompt: ``template`` filled with ``values``, the instructions and metadata.
+
+    Every value and metadata entry is neutralized (``[END DATA]`` cannot close the data
+    block early); metadata keys are template variables too, except the names of ``values``.
+
+    Raises:
+        KeyError: the template names a variable the case does not have.
+    """
+    reserved = (*values, "instructions")
+    extra = {k: _neutralize_value(v) for k, v in metadata.items() if k not in reserved}
+    filled = {k: neutralize(v) for k, v in values.items()}
+    return template.format(**filled, instructions=instructions, **extra)
+
+
 def grading_prompt(
     template: str,
     *,
@@ -104,18 +151,8 @@ def grading_prompt(
     Raises:
         KeyError: the template names a variable the case does not have.
     """
-    extra = {
-        k: _neutralize_value(v)
-        for k, v in metadata.items()
-        if k not in ("question", "answer", "criterion", "instructions")
-    }
-    return template.format(
-        question=neutralize(question),
-        answer=neutralize(answer),
-        criterion=neutralize(criterion),
-        instructions=instructions,
-        **extra,
-    )
+    values = {"question": question, "answer": answer, "criterion": criterion}
+    return fill(template, values=values, instructions=instructions, metadata=metadata)
 
 
 def read_grade(

@@ -33,6 +33,11 @@ class Model(Entity):
     ``mock/NAME`` (offline, see ``register_mock``). The name is part of every fingerprint, so
     results of one model are never served for another, and offline answers never for a real
     model.
+
+    ``batch=True`` sends the model's single-turn kit calls (``generate``, judges) through its
+    provider's batch API (OpenAI and Anthropic), at most ``batch_size`` requests a batch
+    (default 1,000), sent ``batch_delay`` seconds after the first (default 5). How calls
+    travel is not part of the model's identity: batched and direct answers share the cache.
     """
 
     name: str
@@ -47,6 +52,9 @@ class Model(Entity):
         sampling: Sampling | None = None,
         system: str | None = None,
         base_url: str | None = None,
+        batch: bool | None = None,
+        batch_size: int | None = None,
+        batch_delay: float | None = None,
     ) -> None:
         # written out so the name can be positional: Model("openai/gpt-5-mini")
         object.__setattr__(self, "name", name)
@@ -54,6 +62,18 @@ class Model(Entity):
         object.__setattr__(self, "system", system)
         object.__setattr__(self, "base_url", base_url)
         self._check()
+        if batch is not None or batch_size is not None or batch_delay is not None:
+            # how calls travel, not what they ask: not a field, so not in any fingerprint
+            from fxtr.models._batch import configure
+
+            configure(
+                name,
+                base_url,
+                self.provider,
+                batch=batch,
+                size=batch_size,
+                delay=batch_delay,
+            )
 
     def _check(self) -> None:
         provider, _, model = self.name.partition("/")

@@ -15,7 +15,9 @@ from typing import Any, ClassVar
 
 import httpx
 
+from fxtr.models._budget import spending
 from fxtr.models._classify import category_from_http
+from fxtr.models._limiter import limited
 from fxtr.models._observe import observe
 from fxtr.models._prices import cost_of
 from fxtr.models._types import (
@@ -170,11 +172,14 @@ class ModelAPI:
         """
         limiter = call_limiter.get()
         async with observe(self.model_name, request, self.provider) as call:
-            if limiter is None:
-                response = await self._send(request)
-            else:
-                async with limiter(self.provider):
-                    response = await self._send(request)
+            async with spending(self, request) as spent:
+                if limiter is None:
+                    async with limited(self.base_url, self.model_name):
+                        response = await self._send(request)
+                else:
+                    async with limiter(self.provider):
+                        response = await self._send(request)
+                spent.append(response)
             call.response = response
             return response
 

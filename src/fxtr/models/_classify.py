@@ -75,6 +75,7 @@ REASON_OF_CATEGORY: dict[str, str] = {
     "rate_limit": "budget",
     "quota": "budget",
     "billing": "budget",
+    "budget_exhausted": "budget",  # the run's own --fxtr-max-cost refused the call
     "context_overflow": "context_overflow",
     "refusal": "refusal",
     "content_filter": "refusal",

@@ -15,6 +15,7 @@ import types
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+from fxtr.models._budget import spending
 from fxtr.models._observe import observe
 from fxtr.models._prices import cost_of, has_price
 from fxtr.models._types import (
@@ -270,37 +271,43 @@ class MockModelAPI:
         limiter = call_limiter.get()
         async with observe(self.model_name, request, self.provider) as call:
             call.code = self.code
-            self.requests.append(request)
-            if limiter is not None:
-                async with limiter(self.provider):
-                    if self.delay:
-                        await asyncio.sleep(self.delay)
-                    out = self._next(request)
-            else:
+            async with spending(self, request) as spent:
+                response = await self._answer(request, call, limiter)
+                spent.append(response)
+            return response
+
+    async def _answer(self, request: ModelRequest, call: Any, limiter: Any) -> ModelResponse:
+        self.requests.append(request)
+        if limiter is not None:
+            async with limiter(self.provider):
                 if self.delay:
                     await asyncio.sleep(self.delay)
                 out = self._next(request)
-            if isinstance(out, ModelCallFailure):
-                raise ModelCallError(out)
-            if isinstance(out, ModelResponse):
-                call.response = out
-                return out
-            output = _output_of(out)
-            usage = Usage(
-                input_tokens=estimate_tokens(request_text(request)),
-                output_tokens=estimate_tokens(_output_text(output)),
-            )
-            priced = self.model_name if has_price(self.model_name) else self.price_as
-            calls = any(isinstance(block, ToolCall) for block in output)
-            response = ModelResponse(
-                output=output,
-                usage=usage,
-                cost=cost_of(priced, usage) if priced else None,
-                stop_reason="tool_calls" if calls else "stop",
-                model=self.model_name,
-            )
-            call.response = response
-            return response
+        else:
+            if self.delay:
+                await asyncio.sleep(self.delay)
+            out = self._next(request)
+        if isinstance(out, ModelCallFailure):
+            raise ModelCallError(out)
+        if isinstance(out, ModelResponse):
+            call.response = out
+            return out
+        output = _output_of(out)
+        usage = Usage(
+            input_tokens=estimate_tokens(request_text(request)),
+            output_tokens=estimate_tokens(_output_text(output)),
+        )
+        priced = self.model_name if has_price(self.model_name) else self.price_as
+        calls = any(isinstance(block, ToolCall) for block in output)
+        response = ModelResponse(
+            output=output,
+            usage=usage,
+            cost=cost_of(priced, usage) if priced else None,
+            stop_reason="tool_calls" if calls else "stop",
+            model=self.model_name,
+        )
+        call.response = response
+        return response
 
     async def aclose(self) -> None:
         """Nothing to close; here so code written for real APIs runs unchanged."""

@@ -14,6 +14,9 @@ The references:
   1927): the score interval of a proportion.
 - Chen et al., "Evaluating Large Language Models Trained on Code" (arXiv 2107.03374): the
   unbiased estimator of pass@k.
+- Lee et al., "How to Correctly Report LLM-as-a-Judge Evaluations" (arXiv 2511.21140): a
+  judge's pass rate corrected for its specificity and sensitivity (``_judges``), and Cohen
+  (1960) for kappa.
 
 Edge cases, the same everywhere: no value at all is a ``ValueError`` (there is nothing to
 estimate); a single value (or a single cluster) gives its value with ``stderr``, ``low`` and
@@ -29,17 +32,19 @@ against scipy to 1e-10.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import operator
 from collections.abc import Hashable, Iterable, Sequence
 from statistics import NormalDist
-from typing import Any
 
+from ._estimate import Estimate
+from ._judges import cohen_kappa, corrected_proportion
 from ._student_t import t_cdf, t_quantile  # relative: the package loads without fxtr
 
 __all__ = [
     "Estimate",
+    "cohen_kappa",
+    "corrected_proportion",
     "mean_ci",
     "minimum_detectable_effect",
     "paired_difference",
@@ -52,38 +57,6 @@ __all__ = [
 ]
 
 _NORMAL = NormalDist()
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class Estimate:
-    """An estimate with its standard error and confidence interval.
-
-    Attributes:
-        value: the point estimate (a mean, a proportion or a mean difference).
-        stderr: its standard error; ``None`` when it cannot be estimated (one value, one
-            cluster).
-        low: the lower end of the interval (``None`` with ``stderr``).
-        high: the upper end of the interval (``None`` with ``stderr``).
-        n: the number of values (or trials) the estimate is made of.
-        clusters: the number of clusters when the standard error is clustered, else ``None``.
-        df: the degrees of freedom of the t interval (``None`` for Wilson or no interval).
-        method: how the interval was made: ``"t"``, ``"clustered-t"`` or ``"wilson"``.
-        confidence: the interval's confidence level.
-    """
-
-    value: float
-    stderr: float | None
-    low: float | None
-    high: float | None
-    n: int
-    clusters: int | None = None
-    df: int | None = None
-    method: str = "t"
-    confidence: float = 0.95
-
-    def as_dict(self) -> dict[str, Any]:
-        """The estimate as a JSON-ready dict (every field)."""
-        return dataclasses.asdict(self)
 
 
 # --------------------------------------------------------------------------- intervals

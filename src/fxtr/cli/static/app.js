@@ -217,7 +217,7 @@
         head.appendChild(el("p", {}, [el("span", { class: "muted", text: "baseline " }),
           el("a", { href: "#/compare/" + encodeURIComponent(ev.baseline.job_id) + "/" + encodeURIComponent(jobId), id: "to-compare", text: "compare with " + ev.baseline.job_id })]));
       }
-      show([head, groupsTable(ev), results, graphSection]);
+      show([head, groupsTable(ev), judgeSection(ev), results, graphSection]);
       var page = job.matrix || null;
       var state = { compare: page ? page.compare : options.compare || null, show: options.show || null, offset: 0, q: "" };
       matrixView(jobId, results, state, page).then(function () { loadGraph(jobId, graphSection, false); });
@@ -247,6 +247,38 @@
       el("table", { class: "groups" }, [el("thead", {}, [el("tr", {}, [dims, "mean", "interval", "n", "missing", "threshold", "gate", "vs baseline"].map(function (c, i) {
         return el("th", { text: c, class: [1, 3, 4, 5].indexOf(i) >= 0 ? "num" : "" });
       }))]), el("tbody", {}, rows)]),
+      notes.length ? el("ul", { class: "gate-notes" }, notes) : null]);
+  }
+
+  // a judged eval's audit (DESIGN 15): raw beside corrected, q0/q1, flips, position bias
+  function judgeSection(ev) {
+    var judged = (ev.groups || []).filter(function (g) { return g.judge; });
+    if (!judged.length) { return null; }
+    var rate = function (r) { return r ? num(r.value) + " [" + num(r.low) + ", " + num(r.high) + "] n=" + r.n : "-"; };
+    var rows = judged.map(function (g) {
+      var j = g.judge, c = g.corrected;
+      var corrected = c ? num(c.value) + " [" + num(c.low) + ", " + num(c.high) + "]" : (j.usable === false ? "unusable judge" : "-");
+      return el("tr", { class: j.usable === false ? "group failed" : "group" }, [
+        el("td", { text: label(g.group) }), el("td", { class: "num", text: num(g.mean) }), el("td", { class: "corrected", text: corrected }),
+        el("td", { text: rate(j.q0) }), el("td", { text: rate(j.q1) }),
+        el("td", { class: "num", text: j.flip_rate === null || j.flip_rate === undefined ? "-" : num(j.flip_rate) }),
+        el("td", { class: "num", text: j.position_inconsistency === null || j.position_inconsistency === undefined ? "-" : num(j.position_inconsistency) })
+      ]);
+    });
+    var first = judged[0].judge;
+    var notes = [];
+    if (first.usable === false) {
+      notes.push(el("li", { text: "judge " + (first.judges || []).join(", ") + " is unusable (q0 + q1 <= 1, or a gold label missing): its groups are gated on the raw mean" }));
+    }
+    if (first.wrong && first.wrong.length) {
+      notes.push(el("li", { text: "gold cases the judge got wrong: " + first.wrong.join(", ") }));
+    }
+    var dims = (ev.group_dims || []).join(", ") || "group";
+    return el("section", { id: "judge" }, [el("h2", { text: "Judge " + (first.judges || []).join(", ") }),
+      el("table", { class: "groups" }, [el("thead", {}, [el("tr", {}, [dims, "raw mean", "corrected", "q0 (specificity)", "q1 (sensitivity)", "flip rate", "position inconsistency"].map(function (h) {
+        return el("th", { text: h });
+      }))]), el("tbody", {}, rows)]),
+      el("p", { class: "muted small", text: "Corrected: the pass rate a perfect judge would give, from the judge's q0 and q1 on its gold set (Rogan-Gladen, 95% interval); the gate uses it. Flip rate: answers whose repeated verdicts disagree. Position inconsistency: pairs whose verdict changes with the order." }),
       notes.length ? el("ul", { class: "gate-notes" }, notes) : null]);
   }
 
@@ -300,7 +332,7 @@
       var head = el("tr", {}, [el("th", { class: "case-head", text: (page.case_dims || []).join(", ") || "case" })].concat(page.columns.map(function (c) {
         var stats = c.stats;
         return el("th", { class: "col-head", title: label(c.group) }, [el("div", { text: c.label }),
-          stats ? el("div", { class: "muted small", text: "mean " + num(stats.mean) + (stats.passed === false ? " · failed" : "") }) : null]);
+          stats ? el("div", { class: "muted small", text: "mean " + num(stats.mean) + (stats.corrected ? " · corrected " + num(stats.corrected.value) : "") + (stats.passed === false ? " · failed" : "") }) : null]);
       })));
       var body = el("tbody");
       page.rows.forEach(function (r) {

@@ -1,0 +1,184 @@
+"""How the kit asks a model: the request, the call with retries, and a judge's grade.
+
+Used by the kit's steps (``fxtr.evals._evaluate``) and the judge-audit steps
+(``fxtr.evals._judging``), which import it and not each other.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+from fxtr.evals import _judge
+from fxtr.evals._cases import Case
+from fxtr.evals._models import Model
+from fxtr.evals._scorers import Score, Scorer
+from fxtr.experiment.steps import StepContext
+from fxtr.models import (
+    ContentText,
+    ModelCallError,
+    ModelCallFailure,
+    ModelRequest,
+    ModelResponse,
+    Sampling,
+    SystemMessage,
+    UserMessage,
+    generate_with_retries,
+)
+
+
+def request_for(model: Model, text: str, sample: int | None) -> ModelRequest:
+    """One user message (after the model's system prompt), with the model's sampling.
+
+    A sampled call to a mock model carries the sample index as ``sampling.seed`` (added to
+    the model's own seed), so a scripted reply can vary by sample and stay reproducible.
+    """
+    messages: list[Any] = []
+    if model.system:
+        messages.append(SystemMessage(content=(ContentText(text=model.system),)))
+    messages.append(UserMessage(content=(ContentText(text=text),)))
+    sampling = model.sampling
+    if model.provider == "mock" and sample is not None:
+        base = sampling or Sampling()
+        sampling = dataclasses.replace(base, seed=(base.seed or 0) + sample)
+    return ModelRequest(context=tuple(messages), sampling=sampling)
+
+
+async def call(model: Model, request: ModelRequest, context: Any = None) -> ModelResponse:
+    """Call the model with retries (or through its provider's batch API, when batched).
+
+    Raises:
+        ModelCallError: the call still failed, so the invocation fails with its classified
+            reason and nothing is cached.
+    """
+    from fxtr.models._batch import settings_for
+
+    api = model.api()
+    try:
+        batching = settings_for(model.name, model.base_url, model.provider)
+        if batching is not None and context is not None:
+            result = await _batched(api, request, context, batching)
+        else:
+            result = await generate_with_retries(api, request)
+    finally:
+        await api.aclose()
+    if isinstance(result, ModelCallFailure):
+        raise ModelCallError(result)
+    return result
+
+
+async def _batched(
+    api: Any, request: ModelRequest, context: StepContext, batching: Any
+) -> ModelResponse | ModelCallFailure:
+    """One single-turn call through the batch API; the batch id is kept in the store."""
+    from fxtr.experiment._executor import invocation_of
+    from fxtr.models._batch import batch_generate
+
+    run = getattr(context, "_run", None)
+    key = f"{context.address}|{invocation_of(context).fingerprint}|{api.model_name}"
+    try:
+        return await batch_generate(
+            api, request, key=key, settings=batching, store=getattr(run, "store", None)
+        )
+    except ModelCallError as exc:
+        return exc.failure
+
+
+@contextlib.contextmanager
+def judge_role() -> Iterator[None]:
+    """Record the model calls made inside as the judge's, apart from the subject's."""
+    from fxtr.tracing import _recorder
+
+    role = getattr(_recorder, "call_role", None)
+    if role is None:  # a recorder without roles counts every call as the subject's
+        yield
+        return
+    token = role.set("judge")
+    try:
+        yield
+    finally:
+        role.reset(token)
+
+
+async def _judged(
+    context: StepContext,
+    scorer: Scorer,
+    case: Case,
+    completion: str,
+    judge_sample: int | None = None,
+) -> Score:
+    """The judge's grade of ``completion`` for ``case`` (its call recorded with role judge).
+
+    ``judge_sample`` (one of K grades of the same answer) seeds a mock judge's reply like a
+    sample index does. (The ``score`` step's body is unchanged since before judge audits, so
+    its cached grades keep their fingerprints: new behaviour goes here and in the
+    ``fxtr.evals._judging`` steps.)
+
+    Raises:
+        ValueError: as the ``score`` step.
+    """
+    assert scorer.judge is not None and scorer.template is not None
+    assert scorer.instructions is not None and scorer.grade_pattern is not None
+    if not case.targets:
+        msg = (
+            f"{scorer.kind} grades against the case's target, and case {case.id!r} has none: "
+            "give the dataset a target column."
+        )
+        raise ValueError(msg)
+    values = {"question": case.input, "answer": completion, "criterion": "".join(case.targets)}
+    reply = await ask_judge(scorer, case, values, judge_sample, context)
+    grade = _judge.read_grade(
+        reply,
+        grade_pattern=scorer.grade_pattern,
+        grade_words=scorer.grade_words,
+        grades=scorer.grades,
+    )
+    if grade is None:
+        offered = "/".join(scorer.grades) or "what the pattern accepts"
+        msg = (
+            f"The judge {scorer.judge.name} gave no grade ({offered}) for case {case.id!r}; "
+            f"its reply: {reply[:2000]!r}. Check the instructions ask for 'GRADE: $LETTER' "
+            "and the grade_pattern finds it."
+        )
+        raise ValueError(msg)
+    context.log(f"judge {scorer.judge.name}: GRADE {grade}")
+    return Score(value=_judge.grade_value(grade), answer=completion, explanation=reply)
+
+
+async def ask_judge(
+    scorer: Scorer,
+    case: Case,
+    values: dict[str, str],
+    judge_sample: int | None,
+    context: StepContext | None = None,
+) -> str:
+    """Fill the judge's template with ``values`` and the case's metadata; the judge's reply.
+
+    The call is recorded with the role ``judge``; given the step's ``context``, a batched
+    judge model's call goes through its provider's batch API.
+
+    Raises:
+        ValueError: the template names a variable the case does not have.
+    """
+    assert scorer.judge is not None and scorer.template is not None
+    assert scorer.instructions is not None
+    try:
+        prompt = _judge.fill(
+            scorer.template, values=values, instructions=scorer.instructions,
+            metadata=case.metadata,
+        )
+    except (KeyError, IndexError, ValueError) as exc:
+        names = ", ".join("{" + name + "}" for name in (*values, "instructions"))
+        msg = (
+            f"The {scorer.kind} template cannot be filled for case {case.id!r} ({exc!r}): it "
+            f"may use {names} and the case's metadata keys; "
+            "double other braces ({{ }})."
+        )
+        raise ValueError(msg) from None
+    with judge_role():
+        request = request_for(scorer.judge, prompt, judge_sample)
+        return (await call(scorer.judge, request, context)).text
+
+
