@@ -28,7 +28,6 @@ import asyncio
 import contextvars
 import itertools
 import logging
-import threading
 import time
 import typing
 from collections.abc import Callable, Coroutine, Mapping, Sequence
@@ -67,6 +66,7 @@ from fxtr.experiment._graph import (
     transposed,
 )
 from fxtr.experiment._handle import ArrayHandle, make_handle
+from fxtr.experiment._heartbeat import LEASE, Heartbeat
 from fxtr.experiment._records import Invocation, WorkflowRun
 from fxtr.experiment._replay import check_ops_complete, record_op
 from fxtr.experiment._resolution import resolve
@@ -81,7 +81,16 @@ if TYPE_CHECKING:
     from fxtr.experiment._definition import StepDefinition, WorkflowDefinition
     from fxtr.store import Batch, Store
 
-__all__ = ["SAMPLE", "SAMPLE_DIM", "Node", "Run", "Value", "field_node", "format_key"]
+__all__ = [
+    "LEASE",
+    "SAMPLE",
+    "SAMPLE_DIM",
+    "Node",
+    "Run",
+    "Value",
+    "field_node",
+    "format_key",
+]
 
 log = logging.getLogger("fxtr")
 
@@ -96,11 +105,6 @@ the others keep ``concurrency`` steps busy."""
 VALUES_SEEN_MAX = 16_384
 """Input fingerprints a pass remembers as queued before it starts afresh (a value queued
 again is written again, the same text under the same key: only memory is saved)."""
-LEASE = 6.0
-"""Seconds a claim holds without a heartbeat. The holder renews its claims every third of
-it from a thread of its own (a step that blocks the event loop does not stop it), so a
-holder that can no longer beat (killed, a zombie, frozen, on another host) loses its claims
-within seconds, not after a long lease."""
 
 
 class Run:
@@ -160,7 +164,7 @@ class Run:
         self.why_memo: dict[Any, list[str]] = {}
         """What differs between two values of an input, computed once a pass (``_why``)."""
         self._batch: Batch | None = None
-        self._heartbeat: _Heartbeat | None = None
+        self._heartbeat: Heartbeat | None = None
         self.outage = False
         """The store stopped answering: nothing more is written in this pass."""
         self.on_invocation: Callable[[Invocation], None] | None = None
@@ -192,7 +196,7 @@ class Run:
         root_task = self.spawn(root)
         watchdog = None
         if self.mode == "live":
-            self._heartbeat = _Heartbeat(self)
+            self._heartbeat = Heartbeat(self)
             self._heartbeat.start()
             watchdog = LoopWatchdog(asyncio.get_running_loop(), self.running)
             watchdog.start()
@@ -637,37 +641,3 @@ class Run:
             )
         )
 
-
-class _Heartbeat(threading.Thread):
-    """Renews a run's claims every third of its lease, from its own thread.
-
-    Liveness is what a dead holder cannot do: a killed process (a zombie its parent has not
-    reaped counts as running), a frozen one or one on another host stops beating, and its
-    claims expire one lease later. A renewal that fails (a store outage) is logged; the
-    next one tries again.
-    """
-
-    def __init__(self, run: Run) -> None:
-        super().__init__(name="fxtr-claims-heartbeat", daemon=True)
-        self.job_run = run
-        self._halt = threading.Event()
-
-    def run(self) -> None:
-        run = self.job_run
-        while not self._halt.wait(run.lease / 3):
-            try:
-                held = tuple(run.held)
-            except RuntimeError:  # changed size while copied: take it at the next beat
-                continue
-            if not held:
-                continue
-            try:
-                run.store.renew(list(held), run.lease)
-            except Exception as exc:  # the next beat tries again
-                if is_outage(exc):
-                    return  # the run stops at its next write, and says so there
-                log.warning("fxtr could not renew its claims: %s: %s", type(exc).__name__, exc)
-
-    def stop(self) -> None:
-        self._halt.set()
-        self.join(timeout=5)
