@@ -22,7 +22,7 @@ SAMPLE = "sample"
 
 
 def evaluation_payload(ev: Eval, fail_under: float | None) -> dict[str, Any]:
-    """The eval's cells (interfaces.md), built from its job once per process.
+    """The eval's cells (``docs/results.md``), built from its job once per process.
 
     Each cell is one case of one group: its per-sample numeric values (``None`` where a
     sample has no value), ``ok`` or ``missing``, and the addresses of the invocations
