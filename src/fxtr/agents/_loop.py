@@ -112,7 +112,7 @@ def _numbered(response: Any, turn_index: int) -> Any:
 async def turn(context: StepContext, model: Model, request: ModelRequest) -> Turn:
     """One model turn: the conversation so far (and the tools) in, the reply out."""
     started = time.perf_counter()
-    response = await kit.call(model, request)
+    response = await kit.call(model, request, batch=False)
     seconds = time.perf_counter() - started
     index = sum(isinstance(m, AssistantMessage) for m in request.context)
     return Turn(response=_numbered(response, index), seconds=seconds)
@@ -126,7 +126,7 @@ async def simulate_user(context: StepContext, model: Model, request: ModelReques
     token = _recorder.call_role.set("user_sim")
     try:
         started = time.perf_counter()
-        response = await kit.call(model, request)
+        response = await kit.call(model, request, batch=False)
         return Turn(response=response, seconds=time.perf_counter() - started)
     finally:
         _recorder.call_role.reset(token)

@@ -46,8 +46,13 @@ def request_for(model: Model, text: str, sample: int | None) -> ModelRequest:
     return ModelRequest(context=tuple(messages), sampling=sampling)
 
 
-async def call(model: Model, request: ModelRequest, context: Any = None) -> ModelResponse:
+async def call(
+    model: Model, request: ModelRequest, context: Any = None, *, batch: bool = True
+) -> ModelResponse:
     """Call the model with retries (or through its provider's batch API, when batched).
+
+    A batched model's call goes through the batch API when ``batch`` is true and a step runs
+    (``context``, else the step whose body runs here); agent turns pass ``batch=False``.
 
     Raises:
         ModelCallError: the call still failed, so the invocation fails with its classified
@@ -55,10 +60,14 @@ async def call(model: Model, request: ModelRequest, context: Any = None) -> Mode
     """
     from fxtr.models._batch import settings_for
 
+    if context is None and batch:
+        from fxtr.experiment._context import current_step
+
+        context = current_step.get()
     api = model.api()
     try:
         batching = settings_for(model.name, model.base_url, model.provider)
-        if batching is not None and context is not None:
+        if batching is not None and batch and context is not None:
             result = await _batched(api, request, context, batching)
         else:
             result = await generate_with_retries(api, request)

@@ -60,7 +60,7 @@ def case_prompt(case: Case) -> str:
 @step(name="fxtr.generate")
 async def generate(context: StepContext, model: Model, case: Case) -> ModelResponse:
     """Ask ``model`` the case's input (as one user message, after its system prompt)."""
-    return await call(model, request_for(model, case_prompt(case), context.sample), context)
+    return await call(model, request_for(model, case_prompt(case), context.sample))
 
 
 @step(name="fxtr.score")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
 from collections.abc import Awaitable, Mapping, Sequence
@@ -21,6 +22,12 @@ if TYPE_CHECKING:
     from fxtr.experiment._records import Invocation, WorkflowRun
 
 E = TypeVar("E", bound=Entity)
+
+current_step: contextvars.ContextVar[StepContext | None] = contextvars.ContextVar(
+    "fxtr_current_step", default=None
+)
+"""The context of the step whose body runs here (the kit's ``call`` batches through it, so
+the kit's step bodies stay as they were and their cached entries keep their fingerprints)."""
 _OP_NAME = re.compile(r"[^/\[\]]+(\[\d+(,\d+)*\])?")
 """An operation's name: no address syntax, but an index may end it (an agent's ``turn[3]``,
 scheduled one at a time, where a mapped step would have keys ``[dim=key]``)."""
@@ -311,8 +318,10 @@ class StepContext(_Entities):
 
     async def _enter(self, body: Awaitable[R]) -> R:
         watch = hermetic.watching.set(self._invocation.warnings if self._run.hermetic else None)
+        step_token = current_step.set(self)
         try:
             with recording_into(self._invocation):
                 return await body
         finally:
+            current_step.reset(step_token)
             hermetic.watching.reset(watch)
