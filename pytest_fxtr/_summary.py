@@ -1,4 +1,4 @@
-"""Scores, the ``fxtr summary`` section and the JSON report.
+"""Scores and the ``fxtr summary`` section (the JSON report: ``_report``; Markdown: ``_markdown``).
 
 All are built on the controller from item reports and the store, so pytest-xdist workers and
 a plain run look the same.
@@ -7,69 +7,11 @@ a plain run look the same.
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter, defaultdict
-from pathlib import Path
 from typing import Any
 
 WIDTH = 100
 """The summary never gets wider than this many columns."""
-
-
-def job_summary(store: Any, job_id: str) -> dict[str, Any]:
-    """What the summary and the report say of one job, read from the store."""
-    from fxtr.report import cost_of_invocations, load_job
-
-    view = load_job(store, job_id)
-    invocations = list(view.invocations.values())
-    return {
-        "view": view,
-        "record": view.record,
-        "invocations": invocations,
-        "attempt": view.attempt,
-        "cost": cost_of_invocations(invocations),
-        "agents": _agent_rows(store, invocations),
-    }
-
-
-def _agent_rows(store: Any, invocations: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per model, the agent eval's trajectories (none for a job without agents)."""
-    if not any(inv.get("step") == "fxtr.agents.trajectory" for inv in invocations):
-        return []
-    from fxtr.agents._report import agent_rows
-
-    return agent_rows(store, invocations)
-
-
-def report_json(
-    jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]]
-) -> dict[str, Any]:
-    """The ``--fxtr-report`` document: each job with its eval, score groups and cells.
-
-    The cells make a report file usable as a baseline (``--fxtr-baseline report.json``).
-    """
-    from fxtr.report import job_report
-
-    by_job = {e["job_id"]: e for e in evaluations if e.get("job_id")}
-    out = []
-    for job_id, info in jobs.items():
-        evaluation = by_job.get(job_id)
-        entry = job_report(info["view"], evaluation["groups"] if evaluation else [])
-        if evaluation is not None:
-            entry["eval"] = evaluation["eval"]
-            entry["gate"] = evaluation["gate"]
-            entry["baseline"] = evaluation["baseline"]
-            entry["cells"] = evaluation["cells"]
-        out.append(entry)
-    return {"jobs": out}
-
-
-def write_report(path: Path, document: dict[str, Any]) -> None:
-    """Write the report, creating its folder."""
-    from fxtr.report._redaction import redacted_json
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(redacted_json(document, indent=2) + "\n")
 
 
 # numbers: one format everywhere
@@ -625,108 +567,3 @@ def _why(g: dict[str, Any]) -> str:
     else:
         parts.append(f"mean {num(mean)}, threshold {num(threshold)}")
     return ", ".join(parts)
-
-
-# Markdown
-
-
-def markdown(jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]]) -> str:
-    """The summary as Markdown (GitHub's job summary).
-
-    Per eval: its gate, score groups, baseline differences, flaky cases and cost.
-    """
-    out = ["## fxtr summary", ""]
-    for e in evaluations:
-        info = jobs.get(e.get("job_id") or "")
-        label = gate_text(e)
-        gate = {"gate passed": "gate passed", "-": "not gated"}.get(label, "gate **failed**")
-        if label == "regressed":
-            gate += " (regressed)"
-        out.append(f"### `{e['eval']}` ({e['workflow']}): {gate}")
-        out.append("")
-        if info is not None:
-            out.append(
-                f"job `{e['job_id']}`, attempt {info['attempt'].get('attempt')}, "
-                f"{info['attempt'].get('status')}"
-            )
-            out.append("")
-        if e["groups"]:
-            out.append("| group | mean | 95% CI | interval | n | missing | threshold | gate |")
-            out.append("|---|---:|---|---|---:|---:|---:|---|")
-            for g in e["groups"]:
-                out.append(
-                    f"| {_md(describe(g['group']))} | {num(g.get('mean'))} | "
-                    f"{interval(g.get('low'), g.get('high'))} | {g.get('interval') or '-'} | "
-                    f"{g.get('n')} | {g.get('missing')} | {num(g.get('threshold'))} | "
-                    f"{_gate(g)} |"
-                )
-            out.append("")
-        compared = [g for g in e["groups"] if g.get("baseline")]
-        if compared:
-            out.append(f"Baseline: job `{compared[0]['baseline'].get('job_id')}`")
-            out.append("")
-            out.append(
-                "| group | baseline | this run | diff | 95% CI | paired | flipped | MDE | verdict |"
-            )
-            out.append("|---|---:|---:|---:|---|---:|---|---:|---|")
-            for g in compared:
-                b = g["baseline"]
-                out.append(
-                    f"| {_md(describe(g['group']))} | {num(b.get('mean'))} | "
-                    f"{num(g.get('mean'))} | {_signed(b.get('delta'))} | "
-                    f"{interval(b.get('low'), b.get('high'))} | {b.get('n_paired')} | "
-                    f"{_flips(b)} | {num(b.get('mde'))} | {b.get('verdict')} |"
-                )
-            out.append("")
-        for line in pass_at_lines(e["groups"]) + flaky_lines(e["groups"]):
-            out.append(f"- {_md(line)}")
-        for line in judge_lines(e["groups"], width=None):
-            out.append(f"- {_md(line)}")
-        if compared:
-            for line in flipped_lines(compared):
-                out.append(f"- {_md(line)}")
-        for note in e["notes"]:
-            out.append(f"- {_md(note)}")
-        if info is not None:
-            costs = cost_rows(info["invocations"])
-            if costs:
-                out.append("")
-                out.append(
-                    "| model | role | calls | input tokens | output tokens | cost | "
-                    "saved by cache |"
-                )
-                out.append("|---|---|---:|---:|---:|---:|---:|")
-                for r in costs:
-                    out.append(
-                        f"| {_md(r['model'])} | {r['role']} | {r['calls']} | "
-                        f"{r['input_tokens']} | {r['output_tokens']} | {usd(r['usd'])} | "
-                        f"{usd(r['saved_usd'])} |"
-                    )
-        out.append("")
-    failures = failure_lines(evaluations)
-    if failures:
-        out.extend(f"**{_md(line)}**" for line in failures)
-        out.append("")
-    return "\n".join(out)
-
-
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def write_markdown(
-    path: Path | None, jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]]
-) -> None:
-    """Write the Markdown summary to ``path`` and append it to ``$GITHUB_STEP_SUMMARY``."""
-    if path is None and not os.environ.get("GITHUB_STEP_SUMMARY"):
-        return
-    from fxtr.secrets import redact
-
-    text = redact(markdown(jobs, evaluations))
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-    step_summary = os.environ.get("GITHUB_STEP_SUMMARY")
-    if step_summary:
-        with open(step_summary, "a", encoding="utf-8") as f:
-            f.write(text)

@@ -242,7 +242,7 @@ def pytest_runtestloop(session: pytest.Session) -> bool | None:
         render(tr, plans)
     if state.settings.report is not None:
         from pytest_fxtr._dryrun import plans_json
-        from pytest_fxtr._summary import write_report
+        from pytest_fxtr._report import write_report
 
         write_report(state.settings.report, {"dry_run": plans_json(plans)})
     return True
@@ -431,7 +431,8 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         return
     from fxtr.store import open_store
     from pytest_fxtr._gates import evaluate, merge_payloads, store_evaluation, unscored
-    from pytest_fxtr._summary import job_summary, report_json, write_markdown, write_report
+    from pytest_fxtr._markdown import write_markdown
+    from pytest_fxtr._report import job_summary, report_json, write_report
 
     settings = state.settings
     store = open_store(settings.store)

@@ -20,7 +20,6 @@ KNOWN_FOREIGN_CYCLES: list[frozenset[str]] = []
 """Cycles the structure check tolerates (none: every circle has been cut)."""
 
 KNOWN_FOREIGN_LONG: set[str] = {
-    "fxtr.cli",
     "fxtr.scores",
     "fxtr.experiment._engine",
     "fxtr.experiment._jobs",
@@ -29,7 +28,7 @@ KNOWN_FOREIGN_LONG: set[str] = {
 }
 """Modules allowed over the limit: debt from merging the agent, cost, cache, big-eval and
 judge work in one session (each branch kept its modules under 600 lines; the merges pushed
-these six to 610-675). Split them and empty this set; no other module may join it."""
+these five to 610-645). Split them and empty this set; no other module may join it."""
 
 
 def _modules() -> dict[str, Path]:

@@ -1,0 +1,62 @@
+"""What the summary and the ``--fxtr-report`` JSON read of each job, and writing the report."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+
+def job_summary(store: Any, job_id: str) -> dict[str, Any]:
+    """What the summary and the report say of one job, read from the store."""
+    from fxtr.report import cost_of_invocations, load_job
+
+    view = load_job(store, job_id)
+    invocations = list(view.invocations.values())
+    return {
+        "view": view,
+        "record": view.record,
+        "invocations": invocations,
+        "attempt": view.attempt,
+        "cost": cost_of_invocations(invocations),
+        "agents": _agent_rows(store, invocations),
+    }
+
+
+def _agent_rows(store: Any, invocations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model, the agent eval's trajectories (none for a job without agents)."""
+    if not any(inv.get("step") == "fxtr.agents.trajectory" for inv in invocations):
+        return []
+    from fxtr.agents._report import agent_rows
+
+    return agent_rows(store, invocations)
+
+
+def report_json(
+    jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """The ``--fxtr-report`` document: each job with its eval, score groups and cells.
+
+    The cells make a report file usable as a baseline (``--fxtr-baseline report.json``).
+    """
+    from fxtr.report import job_report
+
+    by_job = {e["job_id"]: e for e in evaluations if e.get("job_id")}
+    out = []
+    for job_id, info in jobs.items():
+        evaluation = by_job.get(job_id)
+        entry = job_report(info["view"], evaluation["groups"] if evaluation else [])
+        if evaluation is not None:
+            entry["eval"] = evaluation["eval"]
+            entry["gate"] = evaluation["gate"]
+            entry["baseline"] = evaluation["baseline"]
+            entry["cells"] = evaluation["cells"]
+        out.append(entry)
+    return {"jobs": out}
+
+
+def write_report(path: Path, document: dict[str, Any]) -> None:
+    """Write the report, creating its folder."""
+    from fxtr.report._redaction import redacted_json
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(redacted_json(document, indent=2) + "\n")
