@@ -285,8 +285,12 @@ def _writable_dir(path: Path, option: str, problems: list[str]) -> None:
     if not existing.is_dir():
         problems.append(f"{option} {path}: {existing} is a file; give a directory path.")
     elif not _can_write(existing):
+        from fxtr.store._unwritable import write_problem
+
+        found = write_problem(existing)
+        why = f" ({found[0]})" if found else ""
         problems.append(
-            f"{option} {path}: {existing} is not writable; give a directory you can write."
+            f"{option} {path}: {existing} is not writable{why}; give a directory you can write."
         )
 
 
@@ -356,8 +360,8 @@ def resolve(config: pytest.Config) -> Settings:
     cache_dir = _pick(config, "cache_dir")
     if cache_dir:
         store = (invocation_dir / cache_dir).resolve()
-        if not store_url:
-            _writable_dir(store, "--fxtr-cache-dir", problems)
+        if not store_url and not (_pick(config, "dry_run") and store.is_dir()):
+            _writable_dir(store, "--fxtr-cache-dir", problems)  # a dry run reads it only
     else:
         store = Path(config.rootpath) / ".fxtr"
     report_raw = _pick(config, "report")

@@ -163,7 +163,7 @@ def _check_store(state: State) -> None:
     from fxtr.store import StoreError, open_store
 
     try:
-        open_store(state.settings.store)
+        store = open_store(state.settings.store)
     except StoreError as exc:  # it names the file and what to do
         msg = f"fxtr: {exc}"
         raise pytest.UsageError(msg) from None
@@ -174,6 +174,10 @@ def _check_store(state: State) -> None:
         where = url_without_password(str(state.settings.store))
         msg = f"fxtr cannot open its store {where}: {type(exc).__name__}: {redact(str(exc))}"
         raise pytest.UsageError(msg) from None
+    read_only = getattr(store, "read_only", None)  # why its files cannot be written
+    if read_only is not None and not state.settings.dry_run:  # a dry run writes nothing
+        msg = f"fxtr: {read_only} Nothing was run."
+        raise pytest.UsageError(msg)
 
 
 def _resolve_baselines(state: State) -> None:
@@ -271,6 +275,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             + _unencodable_cases(ev)
         )
         item.stash[_RESULT] = None
+        from fxtr.store._base import StoreOutage
+
+        if isinstance(ev.error, StoreOutage):  # every later job would stop the same way
+            item.session.shouldstop = f"fxtr: the store failed; see {item.nodeid} above"
     else:
         value, _cells, failure = slice_for(ev, item)
         item.stash[_RESULT] = value

@@ -1,7 +1,7 @@
 """Run one fault job in its own process: ``python -m tests.faults.driver SPEC_JSON``.
 
 SPEC: ``store``, ``keys`` (list), ``payload``, ``gate``, and optional ``conflict``,
-``job_id``, ``resume`` (a job id to resume instead), ``out`` (a file for the result JSON,
+``job_id``, ``concurrency``, ``resume`` (a job id to resume instead), ``out`` (a file for the result JSON,
 written last). The result: status, job_id, attempt, output, invocations.
 """
 
@@ -38,7 +38,9 @@ def result_json(result: Any) -> dict[str, Any]:
 
 
 def main(spec: dict[str, Any]) -> None:
-    options = {"store": spec["store"], "conflict": spec.get("conflict", "review")}
+    options: dict[str, Any] = {"store": spec["store"], "conflict": spec.get("conflict", "review")}
+    if spec.get("concurrency"):
+        options["concurrency"] = spec["concurrency"]
     if spec.get("resume"):
         result = asyncio.run(fxtr.resume(spec["resume"], **options))
     else:

@@ -35,6 +35,8 @@ async def work(context: StepContext, key: str, payload: str, gate: str) -> Any:
     if gate:
         await _wait_gate(gate, key)
     kind, _, target = payload.partition("@")
+    if kind in ("big", "huge"):  # results complete (and are stored) a few at a time
+        await asyncio.sleep(0.02)
     if target and target != key:
         return f"{kind}:{key}"
     if kind == "surrogate":
@@ -52,6 +54,10 @@ async def work(context: StepContext, key: str, payload: str, gate: str) -> Any:
         for _ in range(900):
             value = [value]
         return value
+    if kind == "big":  # 60 kB: diskcache keeps it in a file beside cache.db
+        return f"big:{key}:" + "x" * 60_000
+    if kind == "huge":
+        return f"huge:{key}:" + "x" * 300_000
     if kind == "block":
         time.sleep(1.5)
     if kind == "fail":

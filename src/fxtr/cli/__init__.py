@@ -548,6 +548,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             except CommandError as exc:
                 print(f"fxtr: {exc}", file=sys.stderr)
                 return 2 if isinstance(exc, UsageError) else 1
+            except StoreError as exc:  # a store that cannot be written: its words, its fix
+                print(f"fxtr: {exc}", file=sys.stderr)
+                return 1
         return code
     finally:
         out.flush()

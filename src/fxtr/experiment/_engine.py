@@ -253,19 +253,12 @@ class Run:
 
     def _stop_for_outage(self, error: Exception) -> None:
         """The store is gone: stop scheduling, say so once, leave the job resumable."""
-        from fxtr.store._base import StoreOutage
+        from fxtr.store._base import StoreOutage, outage_message
 
         where = getattr(self.store, "path", self.store)
-        msg = (
-            f"The store at {where} stopped answering ({type(error).__name__}: "
-            f"{' '.join(str(error).split())}); fxtr stopped this job (attempt {self.attempt}) "
-            f"at the first result it could not store. Results stored before are kept: once "
-            f"the store is back, resume the job (fxtr resume {self.job_id}, or "
-            f"pytest --fxtr-resume) and only what did not finish runs."
-        )
         self.outage = True
         if self.fatal is None:
-            self.fatal = StoreOutage(msg)
+            self.fatal = StoreOutage(outage_message(where, error, self.job_id, self.attempt))
 
     def _write_apart(self, batch: Batch, error: Exception) -> None:
         from fxtr.store import Batch

@@ -33,11 +33,32 @@ def is_outage(error: BaseException) -> bool:
     """Whether a store write failed because the store is gone (not because of a value).
 
     A lost or refused database connection: psycopg's ``OperationalError`` and
-    ``InterfaceError`` (a step's own errors never reach the store's callers).
+    ``InterfaceError`` (a step's own errors never reach the store's callers); a store whose
+    files cannot be written (``UnwritableStoreError``).
     """
+    if isinstance(error, StoreOutage):
+        return True
     kind = type(error)
     return kind.__module__.startswith("psycopg") and any(
         c.__name__ in ("OperationalError", "InterfaceError") for c in kind.__mro__
+    )
+
+
+def outage_message(where: Any, error: BaseException, job_id: str, attempt: int) -> str:
+    """What a job stopped by a store outage says, once: what happened, then how to resume."""
+    what, remedy = getattr(error, "what", None), getattr(error, "remedy", None)
+    if not (isinstance(error, StoreOutage) and what and remedy):  # the server went away
+        what = (
+            f"The store at {where} stopped answering ({type(error).__name__}: "
+            f"{' '.join(str(error).split())})."
+        )
+        when = "once the store is back,"
+    else:
+        when = f"{remedy}, then"
+    return (
+        f"{what} fxtr stopped this job (attempt {attempt}) at the first result it could not "
+        f"store. Results stored before are kept: {when} resume the job (fxtr resume "
+        f"{job_id}, or pytest --fxtr-resume) and only what did not finish runs."
     )
 
 

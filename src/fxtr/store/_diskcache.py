@@ -41,6 +41,7 @@ import diskcache
 
 from fxtr.store._base import Batch, CacheEntry, StoreError, entry_key, keeps, parse_job
 from fxtr.store._tables import ClaimTable, InvocationTable, JobTable
+from fxtr.store._unwritable import ReadOnlyCache, UnwritableStoreError, refusal, writes
 
 _KINDS = {
     "e": "cache entries",
@@ -87,9 +88,15 @@ class DiskStore:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
+        self.read_only: UnwritableStoreError | None = None
+        """Why the store was opened for reading only (its files cannot be written), or None."""
         try:
-            self.cache = _open_cache(self.path / "cache")
+            try:
+                self.cache = _open_cache(self.path / "cache")
+            except (sqlite3.DatabaseError, OSError) as exc:
+                self.cache = self._open_read_only(exc)
             self.jobs = JobTable(self.cache)
+            """Job records by job id, apart from the cache entries so that listing them is cheap."""
             self.claims = ClaimTable(self.cache)
             self.records = InvocationTable(self.cache)
         except sqlite3.DatabaseError as exc:  # a garbled cache.db: one clear error
@@ -99,13 +106,28 @@ class DiskStore:
                 "another store (store=..., --fxtr-cache-dir, fxtr --store)."
             )
             raise StoreError(msg) from None
-        """Job records by job id, apart from the cache entries so that listing them is cheap."""
         self.closed = False
-        self._move_job_records()
-        self._move_histories()
+        if self.read_only is None:
+            self._move_job_records()
+            self._move_histories()
         from fxtr.experiment._hermetic import register_store
 
         register_store(self.path)
+
+    def _open_read_only(self, error: Exception) -> diskcache.Cache:
+        """The store opened for reading, when the OS refuses to write it; else ``error``.
+
+        Raises:
+            UnwritableStoreError: the store cannot be written and holds nothing to read yet.
+        """
+        found = refusal(self.path / "cache")
+        if found is None:
+            raise error
+        if not (self.path / "cache" / "cache.db").is_file():
+            raise UnwritableStoreError(self.path, *found) from None
+        cache = ReadOnlyCache(self.path / "cache")
+        self.read_only = UnwritableStoreError(self.path, *found)
+        return cache
 
     def close(self) -> None:
         """Close the underlying SQLite connections."""
@@ -242,6 +264,7 @@ class DiskStore:
         with self.cache.transact():
             return [entry.as_dict() for _, entry in self._readable(address)]
 
+    @writes
     def restore(self, address: str, index: int = -1) -> dict[str, Any]:
         """Make a kept entry current again (``history``'s numbering); the current one is kept.
 
@@ -377,6 +400,7 @@ class DiskStore:
 
     # claims ---------------------------------------------------------------------------
 
+    @writes
     def claim(self, addresses: list[str], holder: str, lease: float) -> dict[str, str | None]:
         """Claim addresses for ``holder``, in one transaction (``ClaimTable.claim``).
 
@@ -389,11 +413,13 @@ class DiskStore:
         with self.cache.transact():
             return self.claims.claim(addresses, holder, lease)
 
+    @writes
     def renew(self, addresses: Iterable[str], lease: float) -> None:
         """Extend the leases of claims this process holds."""
         with self.cache.transact():
             self.claims.renew(addresses, lease)
 
+    @writes
     def release(self, addresses: Iterable[str]) -> None:
         """Give up claims."""
         with self.cache.transact():
@@ -408,6 +434,7 @@ class DiskStore:
 
     # job records ----------------------------------------------------------------------
 
+    @writes
     def put_job(self, record: dict[str, Any]) -> None:
         """Write a job's record (root workflow, inputs, commit, attempts)."""
         self.jobs.set(record["job_id"], json.dumps(record))
@@ -425,6 +452,7 @@ class DiskStore:
         record: dict[str, Any] = json.loads(text)
         return record
 
+    @writes
     def update_job(self, job_id: str, **fields: Any) -> dict[str, Any]:
         """Merge fields into a job's record, in one transaction; the record as written.
 
@@ -500,6 +528,7 @@ class DiskStore:
             return {a: r for a, r in every.items() if r.get("status") != "succeeded"}
         return {a: json.loads(t) for a, t in self.records.unfinished(job_id).items()}
 
+    @writes
     def put_ops(self, job_id: str, attempt: int, ops: dict[str, list[dict[str, Any]]]) -> None:
         """Record the operations each workflow invocation scheduled in an attempt."""
         self.cache.set(f"o|{job_id}|{attempt}", json.dumps(ops))
@@ -509,6 +538,7 @@ class DiskStore:
         text = self.cache.get(f"o|{job_id}|{attempt}")
         return None if text is None else json.loads(text)
 
+    @writes
     def put_workflows(self, job_id: str, attempt: int, workflows: list[dict[str, Any]]) -> None:
         """Record the workflow invocations of an attempt (status, error, logs, notices)."""
         self.cache.set(f"w|{job_id}|{attempt}", json.dumps(workflows))
@@ -539,6 +569,7 @@ class DiskStore:
         counts["jobs"] = len(self.jobs)
         return {"path": str(self.path), "bytes": self.cache.volume(), **counts}
 
+    @writes
     def clear_cache(self) -> int:
         """Remove every step-cache entry, current or kept (job records stay); how many."""
         entries = self._keys("e|")
@@ -547,10 +578,12 @@ class DiskStore:
                 self.cache.delete(key)
         return len(entries)
 
+    @writes
     def next_trace_seq(self, task_id: str) -> int:
         """A new position in a task graph's node list."""
         return int(self.cache.incr("tc|" + task_id)) - 1
 
+    @writes
     def put_trace_node(self, task_id: str, seq: int, node: dict[str, Any]) -> None:
         """Write (or rewrite) one node of a task graph."""
         self.cache.set(f"tn|{task_id}|{seq}", json.dumps(node))
@@ -566,6 +599,7 @@ class DiskStore:
                     nodes.append(json.loads(text))
         return nodes
 
+    @writes
     def set_last_job(self, key: str, job_id: str) -> None:
         """Remember the last job launched for a key."""
         self.cache.set("l|" + key, job_id)
@@ -577,6 +611,7 @@ class DiskStore:
 
     # batched writes -------------------------------------------------------------------
 
+    @writes
     def write(self, batch: Batch) -> None:
         """Commit a batch: entries (the ones they displace kept), entities, records, releases."""
         cache = self.cache
