@@ -142,7 +142,10 @@ def test_read_only_cache_dir_is_a_usage_error(pytester, tmp_path_factory):
             timeout=120,
         )
         assert proc.returncode == pytest.ExitCode.USAGE_ERROR, proc.stdout + proc.stderr
-        assert "locked is not writable; give a directory you can write." in proc.stderr
+        assert (
+            "locked is not writable (Permission denied (EACCES)); give a directory you can write."
+            in proc.stderr
+        )
         assert not (locked / "store").exists() and not (where / "runs.txt").exists()
     finally:
         if where != pytester.path:

@@ -57,6 +57,9 @@ class UnwritableStoreError(StoreOutage):
         """Whether the room it lacks is this process's file-size limit (``ulimit -f``)."""
         super().__init__(f"{self.what} {self.fix}.")
 
+    def __reduce__(self) -> tuple[Any, ...]:  # raised in one process, reported by another
+        return type(self), (self.path, self.reason, self.full, self.limit)
+
     @property
     def what(self) -> str:
         """What happened, naming the store."""
