@@ -724,6 +724,30 @@ def test_resume_in_another_task_read_back_from_the_store(mode, tmp_path):
         ]
 
 
+@pytest.mark.parametrize("mode", MODES)
+def test_resume_in_the_same_task_read_back_from_the_store(mode, tmp_path):
+    """b raises, invoke(None, config) in the same task: the stored graph has one failed b."""
+    for i in range(REORDERED_REPEAT):
+        store = tmp_path / f"s{i}"
+        flux = Client({"m": MockModelAPI("m", "x")}, store=str(store))
+        log, broken = Log(), {"b": True}
+        app = raising_program(log, broken).compile(checkpointer=FluxCheckpointer(flux))
+        config = {"configurable": {"thread_id": "one"}}
+        with flux.task("pipeline") as t:
+            with pytest.raises(ValueError):
+                run(app, {"items": []}, config, mode)
+            broken["b"] = False
+            run(app, None, config, mode)
+        reader = Client({"m": MockModelAPI("m", "x")}, store=str(store))
+        graph = reader.get_task_graph(t.task_id)
+        assert log.events == [("a", "ok"), ("b", "raised"), ("b", "ok"), ("c", "ok")]
+        assert [(n.name, n.status) for n in graph.find(kind="step")] == [
+            ("a", "succeeded"), ("b", "failed"), ("b", "succeeded"), ("c", "succeeded")
+        ]
+        failed, rerun = graph.find(name="b")
+        assert rerun.depends_on == [failed.id]
+
+
 def test_subgraph_supersteps_go_under_their_task():
     """A subgraph's super-steps are children of the parent's task node, found by task id."""
     flux = Client({"m": MockModelAPI("m", "x")})
