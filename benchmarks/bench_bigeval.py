@@ -10,7 +10,7 @@ attempt (they succeed when resumed). Each figure comes from a fresh process (``-
   import of fxtr included).
 
 The same job is also run on today's code path: the ``src/`` of ``--baseline REF`` (default
-``main``), extracted with ``git archive`` into a temporary directory and put first on the
+``3f6da97``, the release before the streamed plan: the "today" of issue 25), extracted with ``git archive`` into a temporary directory and put first on the
 child's ``PYTHONPATH``; the ratios printed are this tree's figures over that one's, measured
 in the same run (machines are noisy: compare ratios, not seconds). With ``--baseline none``
 it is left out. Targets (issue 25): at 200,000, first body <= 2 s, first re-run body <= 5 s,
@@ -156,7 +156,7 @@ def main() -> None:
     parser.add_argument("--job-id", default="bigeval")
     parser.add_argument("--sizes", default="200000,50000", help="comma-separated N")
     parser.add_argument(
-        "--baseline", default="main", help="git ref of today's code path, or 'none'"
+        "--baseline", default="3f6da97", help="git ref of today's code path, or 'none'"
     )
     args = parser.parse_args()
     if args.child:
