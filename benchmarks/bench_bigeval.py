@@ -10,8 +10,9 @@ attempt (they succeed when resumed). Each figure comes from a fresh process (``-
   import of fxtr included).
 
 The same job is also run on today's code path: the ``src/`` of ``--baseline REF`` (default
-``3f6da97``, the release before the streamed plan: the "today" of issue 25), extracted with ``git archive`` into a temporary directory and put first on the
-child's ``PYTHONPATH``; the ratios printed are this tree's figures over that one's, measured
+``3f6da97``, the release before the streamed plan: the "today" of issue 25), extracted
+with ``git archive`` into a temporary directory and put first on the child's
+``PYTHONPATH``; the ratios printed are this tree's figures over that one's, measured
 in the same run (machines are noisy: compare ratios, not seconds). With ``--baseline none``
 it is left out. Targets (issue 25): at 200,000, first body <= 2 s, first re-run body <= 5 s,
 both peaks <= 400 MiB, cold wall time ratio <= 1, ``fxtr show`` < 2 s.
