@@ -601,7 +601,7 @@ class DiskStore:
             for key, text in batch.failures.items():
                 cache.set("x|" + key, text)
             for job_id, records in batch.invocations.items():
-                self.records.put(job_id, records)
+                self.records.put(job_id, records, batch.record_texts(job_id))
             if batch.released:
                 self.claims.release(batch.released)
 

@@ -21,7 +21,6 @@ Only ``_diskcache`` uses these classes.
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import time
@@ -114,13 +113,16 @@ class InvocationTable(_Table):
             "(job_id) WHERE status <> 'succeeded'"
         )
 
-    def put(self, job_id: str, records: list[dict[str, Any]]) -> None:
-        """Write a batch's records of one job (inside the caller's transaction)."""
-        latest: dict[str, dict[str, Any]] = {}
-        for record in records:
+    def put(self, job_id: str, records: list[dict[str, Any]], texts: list[str]) -> None:
+        """Write a batch's records of one job (inside the caller's transaction).
+
+        ``texts`` are the records' JSON texts, in order (``Batch.record_texts``).
+        """
+        latest: dict[str, tuple[dict[str, Any], str]] = {}
+        for record, text in zip(records, texts, strict=True):
             old = latest.get(record["address"])
-            if old is None or not keeps(old, record):
-                latest[record["address"]] = record
+            if old is None or not keeps(old[0], record):
+                latest[record["address"]] = (record, text)
         self._many(
             "INSERT INTO FxtrInvocations (job_id, address, status, attempt, cached, ran, record) "
             "VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (job_id, address) DO UPDATE SET "
@@ -135,9 +137,9 @@ class InvocationTable(_Table):
                     r.get("attempt", 0),
                     bool(r.get("from_cache")),
                     not r.get("from_cache") and r.get("status") == "succeeded",
-                    json.dumps(r),
+                    text,
                 )
-                for address, r in latest.items()
+                for address, (r, text) in latest.items()
             ),
         )
 
