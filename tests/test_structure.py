@@ -21,7 +21,6 @@ KNOWN_FOREIGN_CYCLES: list[frozenset[str]] = []
 
 KNOWN_FOREIGN_LONG: set[str] = {
     "fxtr.experiment._engine",
-    "fxtr.experiment._jobs",
     "fxtr.store._postgres",
     "fxtr.store._diskcache",
 }
