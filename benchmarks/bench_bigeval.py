@@ -7,7 +7,7 @@ attempt (they succeed when resumed). Each figure comes from a fresh process (``-
   attempt (verification on, as users run it) and the peak RSS of the process;
 - resume: seconds from ``resume()`` to the first re-run body, its wall time and peak RSS;
 - then ``fxtr show`` and ``fxtr jobs`` on the job's store, each in a fresh process (the
-  import of fxtr included).
+  import of fxtr included), and the viewer's first screen of the job (``timed_viewer``).
 
 The same job is also run on today's code path: the ``src/`` of ``--baseline REF`` (default
 ``3f6da97``, the release before the streamed plan: the "today" of issue 25), extracted
@@ -104,6 +104,33 @@ def timed_cli(store: str, *argv: str) -> float:
     return time.perf_counter() - t0
 
 
+def timed_viewer(store: str, job_id: str) -> float:
+    """Seconds the viewer's first screen of a job takes in this process: the jobs list, the
+    job's head, its operations graph and the first page of its failed invocations (the
+    JSON the page asks for, without the HTTP server around it)."""
+    from fxtr.cli._server import Viewer
+    from fxtr.store import open_store
+
+    t0 = time.perf_counter()
+    viewer = Viewer(open_store(store))
+    viewer.jobs()
+    viewer.route(f"/api/jobs/{job_id}", {})
+    viewer.route(f"/api/jobs/{job_id}/graph", {})
+    viewer.route(f"/api/jobs/{job_id}/invocations", {"status": ["failed"]})
+    return time.perf_counter() - t0
+
+
+def _spawn_viewer(store: str, pythonpath: str, job_id: str) -> float:
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    code = (
+        "import sys; from benchmarks.bench_bigeval import timed_viewer; "
+        "print(timed_viewer(sys.argv[1], sys.argv[2]))"
+    )
+    args = [sys.executable, "-c", code, store, job_id]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
 def _spawn_cli(store: str, pythonpath: str, *argv: str) -> float:
     env = {**os.environ, "PYTHONPATH": pythonpath}
     code = (
@@ -185,7 +212,12 @@ def main() -> None:
                     print(_line(f"resume ({label})", again))
                     show = _spawn_cli(store, path, "show", "bigeval")
                     jobs = _spawn_cli(store, path, "jobs")
-                    print(f"  fxtr show {show:5.2f} s   fxtr jobs {jobs:5.2f} s   ({label})")
+                    screen = _spawn_viewer(store, path, "bigeval") if path == here else None
+                    print(
+                        f"  fxtr show {show:5.2f} s   fxtr jobs {jobs:5.2f} s   "
+                        + (f"viewer first screen {screen:5.2f} s   " if screen else "")
+                        + f"({label}, fresh processes)"
+                    )
                     figures = {"wall": cold["wall"], "first": cold["first"] or 0.0,
                                "again": again["first"] or 0.0}  # fmt: skip
                     mins = best.setdefault(label, figures)
