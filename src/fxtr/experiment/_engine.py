@@ -220,7 +220,6 @@ class Run:
             raise self.fatal
         return root_task.result()
 
-
     # store writes ---------------------------------------------------------------------
 
     def queue(self) -> Batch:
@@ -633,4 +632,3 @@ class Run:
                 sampled=op.samples is not None,
             )
         )
-

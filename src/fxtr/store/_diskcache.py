@@ -41,7 +41,7 @@ import diskcache
 
 from fxtr.store._base import Batch, CacheEntry, StoreError, entry_key
 from fxtr.store._diskcache_jobs import DiskRecords
-from fxtr.store._tables import ClaimTable, InvocationTable, JobTable
+from fxtr.store._tables import ClaimTable, InvocationTable, JobTable, ValueTable
 from fxtr.store._unwritable import ReadOnlyCache, UnwritableStoreError, refusal, writes
 
 _KINDS = {
@@ -104,6 +104,7 @@ class DiskStore(DiskRecords):
             """Job records by job id, apart from the cache entries so that listing them is cheap."""
             self.claims = ClaimTable(self.cache)
             self.records = InvocationTable(self.cache)
+            self.values = ValueTable(self.cache)
         except sqlite3.DatabaseError as exc:  # a garbled cache.db: one clear error
             msg = (
                 f"{self.path / 'cache' / 'cache.db'} is not a readable fxtr store ({exc}). "
@@ -427,7 +428,9 @@ class DiskStore(DiskRecords):
 
     def get_value(self, fingerprint: str) -> str | None:
         """The canonical text of a step input, by its fingerprint."""
-        text: str | None = self.cache.get("v|" + fingerprint)
+        text = self.values.get(fingerprint)
+        if text is None:  # a store written before FxtrValues kept it as a cache key
+            text = self.cache.get("v|" + fingerprint)
         return text
 
     # the whole store ------------------------------------------------------------------
@@ -435,6 +438,7 @@ class DiskStore(DiskRecords):
     def volume(self) -> dict[str, Any]:
         """Entry counts by kind and the size on disk (counted on the key index)."""
         counts = {name: self._count(prefix + "|") for prefix, name in _KINDS.items()}
+        counts["input values"] += len(self.values)
         counts["claims"] = self.claims.live()
         counts["jobs"] = len(self.jobs)
         return {"path": str(self.path), "bytes": self.cache.volume(), **counts}
@@ -466,12 +470,12 @@ class DiskStore(DiskRecords):
                     self._promote(address, key, keep)
             for entity_id, text in batch.entities.items():
                 cache.set("n|" + entity_id, text)
-            for fp, text in batch.values.items():
-                cache.set("v|" + fp, text)
+            if batch.values:
+                self.values.put(batch.values)
             for key, text in batch.failures.items():
                 cache.set("x|" + key, text)
             for job_id, records in batch.invocations.items():
-                self.records.put(job_id, records)
+                self.records.put(job_id, records, batch.record_texts(job_id))
             if batch.released:
                 self.claims.release(batch.released)
 

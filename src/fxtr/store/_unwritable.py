@@ -172,10 +172,12 @@ def writes(method: Callable[_P, _R]) -> Callable[_P, _R]:
 
     @functools.wraps(method)
     def wrapper(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        store: Any = args[0]
+        if store.read_only is not None:  # opened read-only: nothing is tried
+            raise store.read_only
         try:
             return method(*args, **kwargs)
         except (sqlite3.OperationalError, OSError) as exc:
-            store: Any = args[0]
             found = as_unwritable(exc, store.path, store.read_only)
             if found is None:
                 raise
@@ -206,6 +208,23 @@ class ReadOnlyCache(diskcache.Cache):  # type: ignore[misc]
         disk = {k[5:]: v for k, v in settings.items() if k.startswith("disk_")}
         self._disk = diskcache.Disk(self._directory, **disk)
         ((self._page_size,),) = self._sql("PRAGMA page_size").fetchall()
+
+    @property
+    def _sql(self) -> Callable[..., sqlite3.Cursor]:
+        execute = self._con.execute
+
+        def run(statement: str, *args: Any) -> sqlite3.Cursor:
+            try:
+                return execute(statement, *args)
+            except sqlite3.OperationalError as exc:
+                # a table of fxtr's that a store written before lacks: an empty one, in
+                # memory, so reads find nothing (writes never reach it: ``writes``)
+                create = "CREATE TABLE IF NOT EXISTS "
+                if statement.startswith(create) and "READONLY" in str(exc.sqlite_errorname):
+                    return execute("CREATE TEMP TABLE IF NOT EXISTS " + statement[len(create) :])
+                raise
+
+        return run
 
     @property
     def _con(self) -> sqlite3.Connection:
