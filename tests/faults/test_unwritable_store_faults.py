@@ -94,10 +94,21 @@ def _one_message(text: str, needle: str) -> str:
     return lines[0]
 
 
+VALUE_FILES = """
+import json, pathlib, sqlite3, sys
+folder = pathlib.Path(sys.argv[1])
+with sqlite3.connect(f"file:{folder / 'cache.db'}?mode=ro", uri=True) as db:
+    named = sorted(n for (n,) in db.execute("SELECT filename FROM Cache WHERE filename IS NOT NULL"))
+print(json.dumps([named, sorted(str(p.relative_to(folder)) for p in folder.rglob("*.val"))]))
+"""
+"""The value files the store's rows name, and those on disk (diskcache keeps large values so)."""
+
+
 def test_a_full_disk_mid_job_stops_it_once_and_a_resume_after_freeing_space_finishes_it(
     namespace: Namespace, tmp_path: Path
 ) -> None:
-    """ENOSPC mid-way: one message, reading works, nothing stored is lost, the resume finishes."""
+    """ENOSPC mid-way: one message, reading works, nothing stored is lost nor left unnamed on
+    the disk, and the resume after space is freed finishes the job."""
     disk = tmp_path / "disk"
     disk.mkdir()
     namespace.mount("-t", "tmpfs", "-o", "size=1m", "tmpfs", str(disk))
@@ -121,6 +132,10 @@ def test_a_full_disk_mid_job_stops_it_once_and_a_resume_after_freeing_space_fini
     stats = namespace.fxtr(store, "cache", "stats")
     stored = int(re.search(r"cache entries: (\d+)", stats.stdout).group(1))  # type: ignore[union-attr]
     assert stats.returncode == 0 and 0 < stored < len(KEYS), stats.stdout + stats.stderr
+
+    files = namespace.run(PYTHON, "-c", VALUE_FILES, str(store / "cache"))
+    named, on_disk = json.loads(files.stdout)
+    assert on_disk == named, "the batch that failed left value files nothing names"
 
     namespace.mount("-o", "remount,size=16m", str(disk))  # space is freed
     resumed = _driver(namespace, {"store": str(store), "resume": job_id})

@@ -42,7 +42,13 @@ import diskcache
 from fxtr.store._base import Batch, CacheEntry, StoreError, entry_key
 from fxtr.store._diskcache_jobs import DiskRecords
 from fxtr.store._tables import ClaimTable, InvocationTable, JobTable, ValueTable
-from fxtr.store._unwritable import ReadOnlyCache, UnwritableStoreError, refusal, writes
+from fxtr.store._unwritable import (
+    ReadOnlyCache,
+    TidyDisk,
+    UnwritableStoreError,
+    refusal,
+    writes,
+)
 
 _KINDS = {
     "e": "cache entries",
@@ -57,6 +63,7 @@ def _open_cache(directory: Path) -> diskcache.Cache:
     return diskcache.Cache(
         str(directory),
         timeout=60,
+        disk=TidyDisk,  # a batch that fails leaves no value file behind
         eviction_policy="none",  # results are never evicted behind a user's back
         cull_limit=0,  # nothing expires (claims live in FxtrClaims): no culling query per write
         size_limit=2**62,
@@ -459,7 +466,7 @@ class DiskStore(DiskRecords):
         """Commit a batch: entries (the ones they displace kept), entities, records, releases."""
         cache = self.cache
         keep = max(1, batch.keep)
-        with cache.transact():
+        with cache.disk.removed_on_failure(), cache.transact():
             if batch.entries:
                 # read in the transaction: what another process made current is kept too
                 currents = self._get_many(["e|" + a for a in batch.entries])

@@ -9,7 +9,9 @@ or make it writable), and never advises deleting the store: its results are inta
 
 ``ReadOnlyCache`` opens such a store for reading (``fxtr jobs``, ``show``, ``export``, the
 viewer, a dry run): a diskcache ``Cache`` whose SQLite connection is read-only and whose
-opening writes nothing. Only ``_diskcache`` uses it.
+opening writes nothing. ``TidyDisk`` removes the value files a batch wrote before it failed
+(diskcache leaves them behind a rolled-back transaction, where they would fill the disk a
+user just freed). Only ``_diskcache`` uses this module.
 """
 
 from __future__ import annotations
@@ -269,3 +271,42 @@ class ReadOnlyCache(diskcache.Cache):  # type: ignore[misc]
             if begin:
                 self._txn_id = None
                 sql("COMMIT")
+
+
+_UNKNOWN = diskcache.core.UNKNOWN
+
+
+class TidyDisk(diskcache.Disk):  # type: ignore[misc]
+    """diskcache's ``Disk``, which removes the value files of a transaction that failed.
+
+    Large values live in files beside ``cache.db``, written before the transaction that
+    names them commits; when it rolls back (a full disk), nothing names them any more.
+    """
+
+    def __init__(self, directory: str, **settings: Any) -> None:
+        super().__init__(directory, **settings)
+        self._made = threading.local()
+
+    def filename(self, key: Any = _UNKNOWN, value: Any = _UNKNOWN) -> Any:
+        name, full_path = super().filename(key, value)
+        made: list[str] | None = getattr(self._made, "names", None)
+        if made is not None:
+            made.append(name)
+        return name, full_path
+
+    @contextmanager
+    def removed_on_failure(self) -> Iterator[None]:
+        """Inside: the value files made are removed if the block raises (after its rollback)."""
+        outer = getattr(self._made, "names", None)
+        names: list[str] = []
+        self._made.names = names
+        try:
+            yield
+        except BaseException:
+            for name in names:
+                self.remove(name)  # diskcache suppresses the OSError of a file never made
+            raise
+        finally:
+            self._made.names = outer
+            if outer is not None:
+                outer.extend(names)
