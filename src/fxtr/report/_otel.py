@@ -286,7 +286,7 @@ def _call_span(
         attributes["fxtr.status"] = str(call["status"])
     stop = call.get("stop_reason")
     if stop:
-        attributes["gen_ai.response.finish_reasons"] = [str(stop)]
+        attributes["gen_ai.response.finish_reasons"] = (str(stop),)
     if call.get("cached_input_tokens"):
         attributes["gen_ai.usage.cache_read.input_tokens"] = int(call["cached_input_tokens"])
     if call.get("role"):
