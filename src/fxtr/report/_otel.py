@@ -660,7 +660,9 @@ class _Requests:
         self._left = 0
         self._known: dict[tuple[str, type, Any], KeyValue] = {}
         self._distinct: dict[str, int] = {}
-        self._resource = PB2Resource(attributes=[self._pair(k, v) for k, v in _items(resource)])
+        self._resource = PB2Resource(
+            attributes=[KeyValue(key=k, value=_any(v)) for k, v in _items(resource)]
+        )
         self._resource_schema = resource.schema_url
         self._scope = PB2Scope(name=_SCOPE.name, version=_SCOPE.version or "")
         self._add: Any = None
@@ -677,30 +679,39 @@ class _Requests:
         self._add = scope_spans.spans.add
         self._left = self._batch
 
-    def _pair(self, key: str, value: Any) -> KeyValue:
-        if value.__class__ is str:
-            return KeyValue(key=key, value=AnyValue(string_value=value))
-        return KeyValue(key=key, value=_any(value))
+    def _put(self, pairs: Any, attributes: Mapping[str, Any] | None) -> None:
+        """Append ``attributes`` to the repeated ``KeyValue`` field ``pairs``, in order.
 
-    def _attributes(self, attributes: Mapping[str, Any] | None) -> list[KeyValue]:
+        A new pair is made in place (a standalone message costs twice as much); a known one
+        is copied from the span that made it.
+        """
         if not attributes:
-            return []
+            return
         known = self._known
-        out = []
+        copies: list[KeyValue] = []
         for key, value in attributes.items():
             index: tuple[str, type, Any] | None = (key, value.__class__, value)
             try:
                 pair = known.get(index)  # type: ignore[arg-type]
             except TypeError:  # a list: not hashable, built each time
                 pair, index = None, None
-            if pair is None:
-                pair = self._pair(key, value)
-                seen = self._distinct.get(key, 0)
-                if index is not None and seen < _DISTINCT:
-                    self._distinct[key] = seen + 1
-                    known[index] = pair
-            out.append(pair)
-        return out
+            if pair is not None:
+                copies.append(pair)
+                continue
+            if copies:
+                pairs.extend(copies)
+                copies = []
+            pair = pairs.add(key=key)
+            if value.__class__ is str:
+                pair.value.string_value = value
+            else:
+                pair.value.CopyFrom(_any(value))
+            seen = self._distinct.get(key, 0)
+            if index is not None and seen < _DISTINCT:
+                self._distinct[key] = seen + 1
+                known[index] = pair
+        if copies:
+            pairs.extend(copies)
 
     def span(
         self,
@@ -734,11 +745,10 @@ class _Requests:
             span.status.code = status.status_code.value
             if status.description:
                 span.status.message = status.description
-        span.attributes.extend(self._attributes(attributes))
+        self._put(span.attributes, attributes)
         for event in events:
-            span.events.add(name=event.name, time_unix_nano=event.timestamp).attributes.extend(
-                self._attributes(event.attributes)
-            )
+            added = span.events.add(name=event.name, time_unix_nano=event.timestamp)
+            self._put(added.attributes, event.attributes)
 
 
 def _items(resource: Resource) -> Iterable[tuple[str, Any]]:
