@@ -19,8 +19,11 @@ through the SDK's own encoding of ``ReadableSpan``s (an ``OTLPSpanExporter`` sub
 fxtr leaves to the SDK; the path every export took before the bulk requests) and its ratio.
 Compare ratios, not seconds.
 
-Measured on the 2-core machine shared with other sessions (load average 1.5-3), 2026-12-01:
-see docs/benchmarks.md.
+Measured in three runs on the 2-core machine shared with other sessions (load average
+2.4-4.2, 2026-12-01; docs/benchmarks.md, docs/telemetry.md): the ``pytest evals/`` job
+0.032-0.070 (SDK encoding 0.065-0.121); the eval launched 0.082-0.139 (SDK 0.19-0.30); the
+trivial steps 0.20-0.27 (SDK 0.35-0.79), about half of it reading the record. Before the
+bulk requests (load 5): a kit eval of 15,001 spans 0.25-0.40, the trivial steps 0.31-0.50.
 
     .venv/bin/python -m benchmarks.bench_otel
 """

@@ -58,6 +58,7 @@ __all__ = [
     "ExportOutcome",
     "capture_content",
     "export_jobs",
+    "job_requests",
     "job_spans",
     "otlp_endpoint",
     "trace_id_of",
