@@ -330,6 +330,7 @@ class _Receiver(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[Any] = []
         self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -343,6 +344,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = gzip.decompress(body)
         assert self.headers["Content-Type"] == "application/x-protobuf"
         self.server.paths.append(self.path)
+        self.server.headers.append({k.lower(): v for k, v in self.headers.items()})
         self.server.requests.append(trace_service_pb2.ExportTraceServiceRequest.FromString(body))
         reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
         self.send_response(200)
@@ -663,3 +665,20 @@ def test_bulk_encoding_of_values_that_compare_equal_across_types():
                 [Event("e", {"k": value}, 5)] if i % 4 == 0 else [],
             )
     assert ours.requests == [encode_spans(sdk.spans)]
+
+
+def test_the_bulk_path_keeps_the_exporter_s_headers_compression_and_endpoint(
+    tmp_path, receiver, monkeypatch
+):
+    result = run(evaluate, _inputs(), store=str(tmp_path))
+    monkeypatch.setenv(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"http://127.0.0.1:{receiver.server_port}/traces"
+    )
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-team=evals,x-scope=fxtr")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    outcome = export_jobs(open_store(str(tmp_path)), [result.job_id])
+    assert outcome.ok and outcome.spans == len(_decoded(receiver.requests)) > 0
+    assert set(receiver.paths) == {"/traces"}
+    for headers in receiver.headers:
+        assert headers["x-team"] == "evals" and headers["x-scope"] == "fxtr"
+        assert headers["content-encoding"] == "gzip"
