@@ -30,7 +30,7 @@ from opentelemetry.proto.common.v1.common_pb2 import (
     InstrumentationScope as PB2Scope,
 )
 from opentelemetry.proto.resource.v1.resource_pb2 import Resource as PB2Resource
-from opentelemetry.proto.trace.v1.trace_pb2 import SpanFlags
+from opentelemetry.proto.trace.v1.trace_pb2 import Span, SpanFlags
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import Event, ReadableSpan
 from opentelemetry.sdk.trace.id_generator import RandomIdGenerator
@@ -620,7 +620,13 @@ def _build(view: JobView, store: Store, sink: _Sink, capture: bool | None) -> No
 # ``(key, value)`` (a status, a model, ``fxtr.cached``) once per request, copied from there by
 # the protobuf runtime. The result equals ``encode_spans`` of the ``ReadableSpan``s (tested).
 
-_KINDS = {kind: kind.value + 1 for kind in SpanKind}  # the SDK's SpanKind -> OTLP SPAN_KIND_*
+_KINDS = {  # the SDK's span kinds as OTLP's, as the SDK's encoder maps them
+    SpanKind.INTERNAL: Span.SpanKind.SPAN_KIND_INTERNAL,
+    SpanKind.SERVER: Span.SpanKind.SPAN_KIND_SERVER,
+    SpanKind.CLIENT: Span.SpanKind.SPAN_KIND_CLIENT,
+    SpanKind.PRODUCER: Span.SpanKind.SPAN_KIND_PRODUCER,
+    SpanKind.CONSUMER: Span.SpanKind.SPAN_KIND_CONSUMER,
+}
 _FLAGS = SpanFlags.SPAN_FLAGS_CONTEXT_HAS_IS_REMOTE_MASK  # a job's spans have no remote parent
 _DISTINCT = 256
 """Values of one attribute key kept for reuse in a request; past that many the key's values
@@ -650,16 +656,66 @@ def _any(value: Any) -> AnyValue:
     raise TypeError(msg)
 
 
+class _Pairs:
+    """Attributes into one kind of message (a span's, an event's), each known pair as bytes.
+
+    A pair seen before is kept as the serialized ``holder`` message holding just that pair:
+    protobuf's own merge of serialized messages appends repeated fields, so the known pairs
+    of a span (and its fixed fields, see ``_Requests``) go in with one ``MergeFromString``
+    of their joined bytes, parsed by the runtime (seven times faster than copying the
+    ``KeyValue`` messages). A new pair is made in place.
+    """
+
+    def __init__(self, holder: Any) -> None:
+        self._holder = holder
+        self._known: dict[tuple[str, type, Any], bytes] = {}
+        self._distinct: dict[str, int] = {}
+
+    def put(self, message: Any, attributes: Mapping[str, Any] | None, head: bytes = b"") -> None:
+        """Merge ``head`` (serialized fields) into ``message``, then its attributes, in order."""
+        known = self._known
+        merged = [head] if head else []
+        for key, value in (attributes or {}).items():
+            index: tuple[str, type, Any] | None = (key, value.__class__, value)
+            try:
+                fragment = known.get(index)  # type: ignore[arg-type]
+            except TypeError:  # a list: not hashable, built each time
+                fragment, index = None, None
+            if fragment is not None:
+                merged.append(fragment)
+                continue
+            if merged:
+                message.MergeFromString(b"".join(merged))
+                merged = []
+            pair = message.attributes.add(key=key)
+            if value.__class__ is str:
+                pair.value.string_value = value
+            else:
+                pair.value.CopyFrom(_any(value))
+            seen = self._distinct.get(key, 0)
+            if index is not None and seen < _DISTINCT:
+                self._distinct[key] = seen + 1
+                known[index] = self._holder(attributes=[pair]).SerializeToString()
+        if merged:
+            message.MergeFromString(b"".join(merged))
+
+
 class _Requests:
-    """Spans as OTLP ``ExportTraceServiceRequest``s of ``batch`` spans each."""
+    """Spans as OTLP ``ExportTraceServiceRequest``s of ``batch`` spans each.
+
+    The fields spans share (trace id, name, kind, flags, an unset status) are serialized once
+    per ``(name, kind, unset)`` and merged in with the span's known attribute pairs; its own
+    ids and times are set on it.
+    """
 
     def __init__(self, trace_id: int, resource: Resource, batch: int) -> None:
         self.requests: list[ExportTraceServiceRequest] = []
         self._trace_id = trace_id.to_bytes(16, "big")
         self._batch = max(1, batch)
         self._left = 0
-        self._known: dict[tuple[str, type, Any], KeyValue] = {}
-        self._distinct: dict[str, int] = {}
+        self._pairs = _Pairs(Span)
+        self._event_pairs = _Pairs(Span.Event)
+        self._heads: dict[tuple[str, SpanKind, bool], bytes] = {}
         self._resource = PB2Resource(
             attributes=[KeyValue(key=k, value=_any(v)) for k, v in _items(resource)]
         )
@@ -679,39 +735,18 @@ class _Requests:
         self._add = scope_spans.spans.add
         self._left = self._batch
 
-    def _put(self, pairs: Any, attributes: Mapping[str, Any] | None) -> None:
-        """Append ``attributes`` to the repeated ``KeyValue`` field ``pairs``, in order.
-
-        A new pair is made in place (a standalone message costs twice as much); a known one
-        is copied from the span that made it.
-        """
-        if not attributes:
-            return
-        known = self._known
-        copies: list[KeyValue] = []
-        for key, value in attributes.items():
-            index: tuple[str, type, Any] | None = (key, value.__class__, value)
-            try:
-                pair = known.get(index)  # type: ignore[arg-type]
-            except TypeError:  # a list: not hashable, built each time
-                pair, index = None, None
-            if pair is not None:
-                copies.append(pair)
-                continue
-            if copies:
-                pairs.extend(copies)
-                copies = []
-            pair = pairs.add(key=key)
-            if value.__class__ is str:
-                pair.value.string_value = value
-            else:
-                pair.value.CopyFrom(_any(value))
-            seen = self._distinct.get(key, 0)
-            if index is not None and seen < _DISTINCT:
-                self._distinct[key] = seen + 1
-                known[index] = pair
-        if copies:
-            pairs.extend(copies)
+    def _head(self, name: str, kind: SpanKind, unset: bool) -> bytes:
+        """The serialized fields shared by spans of one name, kind and (unset) status."""
+        index = (name, kind, unset)
+        head = self._heads.get(index)
+        if head is None:
+            span = Span(trace_id=self._trace_id, name=name, kind=_KINDS[kind], flags=_FLAGS)
+            if unset:
+                span.status.SetInParent()  # the SDK sends an UNSET status as an empty message
+            head = span.SerializeToString()
+            if len(self._heads) < _DISTINCT * 4:
+                self._heads[index] = head
+        return head
 
     def span(
         self,
@@ -728,27 +763,23 @@ class _Requests:
         if not self._left:
             self._request()
         self._left -= 1
-        span = self._add(
-            trace_id=self._trace_id,
-            span_id=span_id.to_bytes(8, "big"),
-            name=name,
-            kind=_KINDS[kind],
-            start_time_unix_nano=start,
-            end_time_unix_nano=end if end is not None else start,
-            flags=_FLAGS,
-        )
+        span = self._add()
+        span.span_id = span_id.to_bytes(8, "big")
         if parent_id is not None:
             span.parent_span_id = parent_id.to_bytes(8, "big")
-        if status is None:
-            span.status.SetInParent()  # the SDK sends an UNSET status as an empty message
-        else:
+        if start is not None:
+            span.start_time_unix_nano = start
+            span.end_time_unix_nano = end if end is not None else start
+        elif end is not None:
+            span.end_time_unix_nano = end
+        if status is not None:
             span.status.code = status.status_code.value
             if status.description:
                 span.status.message = status.description
-        self._put(span.attributes, attributes)
+        self._pairs.put(span, attributes, self._head(name, kind, status is None))
         for event in events:
             added = span.events.add(name=event.name, time_unix_nano=event.timestamp)
-            self._put(added.attributes, event.attributes)
+            self._event_pairs.put(added, event.attributes)
 
 
 def _items(resource: Resource) -> Iterable[tuple[str, Any]]:
