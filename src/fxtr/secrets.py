@@ -164,11 +164,12 @@ def _hides_secret(run: str, decoded: re.Pattern[bytes]) -> bool:
 
 
 def _redact_base64(text: str, decoded: re.Pattern[bytes]) -> str:
-    def replace(match: re.Match[str]) -> str:
-        run = match.group(0)
-        return REDACTED if _hides_secret(run, decoded) else run
-
-    return _B64_RUN.sub(replace, text)
+    # the runs are found in C and each distinct one checked once; only a text with a run
+    # that hides a credential is rewritten (most texts hold digests and words only)
+    hiding = {run for run in set(_B64_RUN.findall(text)) if _hides_secret(run, decoded)}
+    if not hiding:
+        return text
+    return _B64_RUN.sub(lambda m: REDACTED if m.group(0) in hiding else m.group(0), text)
 
 
 def redact(text: str) -> str:
