@@ -13,7 +13,7 @@ from typing import Any
 
 from fxtr.experiment._array import Array
 from fxtr.experiment._definition import WorkflowDefinition
-from fxtr.experiment._encoding import EncodingError, encode_text
+from fxtr.experiment._encoding import EncodingError, encode_text, fingerprint_text
 from fxtr.experiment._engine import Run
 from fxtr.experiment._entity import Entity
 from fxtr.experiment._handle import make_handle
