@@ -19,10 +19,10 @@ through the SDK's own encoding of ``ReadableSpan``s (an ``OTLPSpanExporter`` sub
 fxtr leaves to the SDK; the path every export took before the bulk requests) and its ratio.
 Each ratio is also given in this process's CPU time, in brackets. Compare ratios, not seconds.
 
-Measured in five runs on the 2-core machine shared with other sessions (load average
+Measured in six runs on the 2-core machine shared with other sessions (load average
 0.9-5.2, 2026-12-01; docs/benchmarks.md, docs/telemetry.md): the ``pytest evals/`` job
-0.039-0.078 (CPU 0.049-0.058; SDK encoding 0.079-0.185); the eval launched 0.076-0.212
-(SDK 0.21-0.40); the trivial steps 0.10-0.22 (SDK 0.24-0.46), about half of it reading the
+0.039-0.078 (CPU 0.049-0.058; SDK encoding 0.068-0.185); the eval launched 0.076-0.212
+(SDK 0.21-0.40); the trivial steps 0.10-0.25 (SDK 0.24-0.46), about half of it reading the
 record. Before the bulk requests (load 5): a kit eval of 15,001 spans 0.25-0.40, the trivial
 steps 0.31-0.50.
 
