@@ -461,12 +461,19 @@ class DiskStore(DiskRecords):
 
     # batched writes -------------------------------------------------------------------
 
-    @writes
     def write(self, batch: Batch) -> None:
-        """Commit a batch: entries (the ones they displace kept), entities, records, releases."""
+        """Commit a batch: entries (the ones they displace kept), entities, records, releases.
+
+        A batch that fails leaves no value file behind (removed once the OS said why it failed).
+        """
+        with self.cache.disk.removed_on_failure():
+            self._write(batch)
+
+    @writes
+    def _write(self, batch: Batch) -> None:
         cache = self.cache
         keep = max(1, batch.keep)
-        with cache.disk.removed_on_failure(), cache.transact():
+        with cache.transact():
             if batch.entries:
                 # read in the transaction: what another process made current is kept too
                 currents = self._get_many(["e|" + a for a in batch.entries])

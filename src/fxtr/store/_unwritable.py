@@ -155,8 +155,8 @@ def as_unwritable(
         found = refusal(path / "cache")
         if found is not None:
             return UnwritableStoreError(path, *found)
-        if name == "SQLITE_FULL":  # room came back since: SQLite's word for it
-            return UnwritableStoreError(path, f"{error} ({name})", True)
+        if name == "SQLITE_FULL":  # SQLite's ENOSPC (a short write), room come back since
+            return UnwritableStoreError(path, _reason(errno.ENOSPC), True)
         return None
     if isinstance(error, OSError) and error.errno is not None:
         if error.errno in _FULL or error.errno in _LOCKED_OUT:
