@@ -646,10 +646,10 @@ def test_bulk_encoding_of_values_that_compare_equal_across_types():
     from opentelemetry.sdk.trace import Event
     from opentelemetry.trace import SpanKind, Status
 
-    from fxtr.report._otel import _ReadableSpans, _Requests
+    from fxtr.report._otel_sinks import ReadableSpans, Requests
 
     resource = Resource({"service.name": "fxtr-test"})
-    sdk, ours = _ReadableSpans(7, resource), _Requests(7, resource, batch=100)
+    sdk, ours = ReadableSpans(7, resource), Requests(7, resource, batch=100)
     values = [1, True, 1.0, 0, False, 0.0, "1", ("a", "b"), ["a", "b"], ["a", "b"], b"x"]
     for i, value in enumerate(values):
         for sink in (sdk, ours):
