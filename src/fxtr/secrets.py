@@ -163,10 +163,36 @@ def _hides_secret(run: str, decoded: re.Pattern[bytes]) -> bool:
     return any(decoded.search(data) for data in _decodings(run))
 
 
+_RUNS_SEEN_MAX = 65_536
+"""Base64 runs whose verdict :func:`redact` remembers before it starts afresh."""
+_runs_seen: tuple[re.Pattern[bytes] | None, dict[str, bool]] = (None, {})
+
+
+def _verdicts(decoded: re.Pattern[bytes]) -> dict[str, bool]:
+    """Whether each base64 run seen hides a credential, for the credentials known now.
+
+    A record's runs repeat from record to record (field names, addresses, ids): each is
+    decoded once. The verdicts belong to one ``decoded`` pattern, which is compiled anew
+    whenever the known credentials change, so a new credential is never judged by an old
+    verdict.
+    """
+    global _runs_seen
+    pattern, seen = _runs_seen
+    if pattern is not decoded or len(seen) >= _RUNS_SEEN_MAX:
+        seen = {}
+        _runs_seen = (decoded, seen)
+    return seen
+
+
 def _redact_base64(text: str, decoded: re.Pattern[bytes]) -> str:
+    seen = _verdicts(decoded)
+
     def replace(match: re.Match[str]) -> str:
         run = match.group(0)
-        return REDACTED if _hides_secret(run, decoded) else run
+        hides = seen.get(run)
+        if hides is None:
+            hides = seen[run] = _hides_secret(run, decoded)
+        return REDACTED if hides else run
 
     return _B64_RUN.sub(replace, text)
 
