@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 import fxtr.evals._evaluate as kit  # a module: the kit imports this package half-way
+from fxtr.agents import _memo as memo
 from fxtr.agents._scorers import grade_trajectory
 from fxtr.agents._tool import Tool, import_path
 from fxtr.agents._types import (
@@ -350,11 +351,20 @@ async def agent_loop(
     skipped and the job ends ``failed`` or ``needs_review`` as that step says, and a resume
     replays the same operations up to it and goes on).
     """
+    key = None
+    if memo.usable(context._run):
+        model_ref, case_ref = await model.item(), await case.item()
+        key = memo.record_key(agent, model_ref, case_ref, context.sample)
+        served = memo.serve(context, key)
+        if served is not None:  # every step as it was: recorded from the cache, not rerun
+            return served  # type: ignore[return-value]  # a scalar handle
     try:
         trajectory = await _run(context, agent, model, case)
     except _Waiting as waiting:
         return waiting.handle  # type: ignore[return-value]  # a scalar handle
     done = context.run_step("trajectory", finish, {"trajectory": await context.store(trajectory)})
+    if key is not None:
+        await memo.keep(context, key, done)
     return done  # type: ignore[return-value]
 
 

@@ -1,0 +1,164 @@
+"""A finished trajectory is served from its record (``fxtr.agents._memo``): a cached rerun
+reads the record and its steps' entries, runs no loop, and still records every turn, tool call
+and environment as a from-cache invocation; whatever changed under the record is a miss that
+goes step by step, where the cache and its conflict policy decide as before."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import fxtr
+from fxtr.agents import _loop, state_matches
+from fxtr.evals import evaluate, register_mock
+from fxtr.experiment.arrays import Array
+from fxtr.store import Batch, CacheEntry, open_store
+from fxtr.store._diskcache import DiskStore
+from tests import agent_examples as ex
+
+CASES = ex.STEP_CASES[:3]
+
+
+def _inputs(model, agent=ex.STEP_AGENT):
+    return {
+        "model": Array.from_mapping({model.name: model}, dims=["model"]),
+        "case": Array.from_mapping({c.id: c for c in CASES}, dims=["case"]),
+        "scorer": state_matches(ex.counter_expected),
+        "agent": agent,
+    }
+
+
+def _at(model, case: str, step: str) -> str:
+    return f'fxtr.evaluate/agent[model="{model.name}",case={case},sample=0]/{step}'
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """How often the loop ran step by step, and how often the store's entries were read."""
+    seen = {"loops": 0, "reads": 0}
+    run, get_entries = _loop._run, DiskStore.get_entries
+
+    async def loop(*args, **kwargs):
+        seen["loops"] += 1
+        return await run(*args, **kwargs)
+
+    def reads(self, addresses):
+        seen["reads"] += 1
+        return get_entries(self, addresses)
+
+    monkeypatch.setattr(_loop, "_run", loop)
+    monkeypatch.setattr(DiskStore, "get_entries", reads)
+    return seen
+
+
+def test_a_cached_trajectory_is_served_from_its_record_with_every_step_recorded(tmp_path, counted):
+    model = register_mock("agent-record-serve", ex.step_script)
+    cold = fxtr.run(evaluate, _inputs(model), store=tmp_path, verify=False)
+    assert cold.status == "succeeded" and counted["loops"] == 3
+    counted.update(loops=0, reads=0)
+    asked = len(model.api().requests)
+
+    again = fxtr.run(evaluate, _inputs(model), store=tmp_path, verify=False)
+
+    assert again.status == "succeeded"
+    assert counted["loops"] == 0  # no trajectory ran its loop
+    assert counted["reads"] <= 2 * len(CASES) + 1  # a record and its steps; then the scores
+    assert len(model.api().requests) == asked
+    # every turn, tool call and environment is there, from the cache, as the cold run had it
+    first = {i.address: i for i in cold.invocations}
+    assert {i.address for i in again.invocations} == set(first)
+    assert all(i.from_cache and i.status == "succeeded" for i in again.invocations)
+    for inv in again.invocations:
+        ran = first[inv.address]
+        assert (inv.step, inv.fingerprint, inv.input_fingerprints, inv.result_text) == (
+            ran.step,
+            ran.fingerprint,
+            ran.input_fingerprints,
+            ran.result_text,
+        )
+    steps = {i.address.rsplit("/", 1)[1] for i in again.invocations if "/agent[" in i.address}
+    assert steps == {"env", "turn[0]", "turn[4]", "trajectory"} | {
+        f"{k}[{i}{',0' if k == 'tool' else ''}]" for k in ("turn", "tool") for i in range(4)
+    }
+
+    def nodes(result):  # the steps and workflows of the graph (model calls are the cold run's)
+        return {(n.kind, n.id) for n in result.graph.walk() if n.kind in ("step", "workflow")}
+
+    assert nodes(again) == nodes(cold) and len(nodes(again)) == len(cold.invocations) + 4
+    assert all(n.status == "succeeded" for n in again.graph.walk() if n.kind == "step")
+    assert again.output == cold.output
+    # the verifying replay runs the loop against the record of the attempt that served it
+    verified = fxtr.run(evaluate, _inputs(model), store=tmp_path)
+    assert verified.status == "succeeded" and counted["loops"] == 3
+    assert verified.output == cold.output
+
+
+def test_a_step_entry_changed_under_its_record_is_served_as_it_now_is(tmp_path, counted):
+    """Same fingerprint, another result (a damaged turn asked again of a model that answers
+    differently): the record no longer holds, the loop goes step by step on what is cached."""
+    model = register_mock("agent-record-changed", ex.step_script)
+    cold = fxtr.run(evaluate, _inputs(model), store=tmp_path, verify=False)
+    assert {c: s[0].answer for c, s in cold.output.to_dict()[model.name].items()} == {
+        "c0": "total 10",
+        "c1": "total 11",
+        "c2": "total 12",
+    }
+    store = open_store(tmp_path)
+    mine, other = (
+        store.get_entry(_at(model, "c0", "turn[4]")),
+        store.get_entry(_at(model, "c1", "turn[4]")),
+    )
+    assert mine is not None and other is not None
+    swapped = CacheEntry(mine.fingerprint, mine.version, other.result, other.usage, mine.meta)
+    store.write(Batch(entries={_at(model, "c0", "turn[4]"): swapped.to_text()}))
+    counted.update(loops=0)
+
+    again = fxtr.run(evaluate, _inputs(model), store=tmp_path, verify=False, conflict="overwrite")
+
+    assert counted["loops"] == 1  # c0 only: the others are served from their records
+    answers = {c: s[0].answer for c, s in again.output.to_dict()[model.name].items()}
+    assert answers == {"c0": "total 11", "c1": "total 11", "c2": "total 12"}
+    ran = {i.address for i in again.invocations if not i.from_cache}
+    assert ran == {
+        _at(model, "c0", "trajectory"),
+        f'fxtr.evaluate/score[model="{model.name}",case=c0,sample=0]',
+    }
+    # the record now holds what the trajectory is: the next rerun is served from it
+    counted.update(loops=0)
+    third = fxtr.run(evaluate, _inputs(model), store=tmp_path, verify=False)
+    assert counted["loops"] == 0 and third.output == again.output
+
+
+def test_a_changed_prompt_tool_or_mock_still_misses_where_it_did(tmp_path, counted):
+    """The record is a shortcut, never a source of truth: what changed is reviewed."""
+    model = register_mock("agent-record-miss", ex.step_script)
+    fxtr.run(evaluate, _inputs(model), store=tmp_path, verify=False)
+    asked = len(model.api().requests)
+
+    prompt = _loop.Agent(tools=ex.STEP_AGENT.tools, env=ex.counter_env, system="Count.")
+    reviewed = fxtr.run(evaluate, _inputs(model, prompt), store=tmp_path, verify=False)
+    assert reviewed.status == "needs_review"
+    waiting = {i.address for i in reviewed.invocations if i.status == "needs_review"}
+    assert waiting == {_at(model, c.id, "turn[0]") for c in CASES}
+
+    # the tool's code changed, not what the model sees of it (the edit test_agents makes)
+    bump = dataclasses.replace(ex.bump, code=ex.bump.code[::-1])
+    tool = _loop.Agent(tools=(bump,), env=ex.counter_env, max_turns=8)
+    edited_tool = fxtr.run(evaluate, _inputs(model, tool), store=tmp_path, verify=False)
+    assert edited_tool.status == "needs_review"
+    waiting = {i.address for i in edited_tool.invocations if i.status == "needs_review"}
+    assert waiting == {_at(model, c.id, "tool[0,0]") for c in CASES}
+    assert len(model.api().requests) == asked  # what awaits review is not asked
+
+    def answers_otherwise(request):
+        return ex.step_script(request) if ex._turn(request) < 4 else "done"
+
+    edited = register_mock("agent-record-miss", answers_otherwise)
+    missed = fxtr.run(evaluate, _inputs(edited), store=tmp_path, verify=False)
+    assert missed.status == "needs_review"
+    assert {i.address for i in missed.invocations if i.status == "needs_review"} == {
+        _at(model, c.id, "turn[0]") for c in CASES
+    }
+    assert len(model.api().requests) == 0  # re-registered: nothing asked since
+    assert counted["loops"] == 4 * len(CASES)
