@@ -619,16 +619,19 @@ class Run:
                 del plans, got
                 await asyncio.sleep(0)  # a chunk served from the cache never suspends
 
-        pumps = [asyncio.ensure_future(pump()) for _ in range(STREAM_PUMPS)]
-        try:
-            await asyncio.gather(*pumps)
-        except BaseException:
-            # a pump that raised (a DeterminismError, a store error) stops its siblings:
-            # none goes on claiming and running chunks behind the job's back
-            for task in pumps:
-                task.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
-            raise
+        if len(combos) <= chunk:  # one chunk (an agent's turn, a scalar step): no siblings
+            await pump()
+        else:
+            pumps = [asyncio.ensure_future(pump()) for _ in range(STREAM_PUMPS)]
+            try:
+                await asyncio.gather(*pumps)
+            except BaseException:
+                # a pump that raised (a DeterminismError, a store error) stops its siblings:
+                # none goes on claiming and running chunks behind the job's back
+                for task in pumps:
+                    task.cancel()
+                await asyncio.gather(*pumps, return_exceptions=True)
+                raise
         node.future.set_result(
             assemble(
                 op.address,
