@@ -330,11 +330,13 @@ class Run:
 
     # entities -------------------------------------------------------------------------
 
-    async def store_entity(self, entity: Entity) -> BoundID[Any]:
+    async def store_entity(self, entity: Entity, text: str | None = None) -> BoundID[Any]:
+        """Store an entity; ``text``, when given, is its canonical text (``encode_text``)."""
         if not isinstance(entity, Entity):
             msg = f"store() takes an Entity, got {type(entity).__name__}. Define an Entity for it."
             raise TypeError(msg)
-        text = encode_text(entity)
+        if text is None:
+            text = encode_text(entity)
         ref: BoundID[Any] = BoundID(fingerprint_text(text), type(entity))
         if ref.id not in self.entities:
             self.entities[ref.id] = entity
