@@ -8,11 +8,26 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import fxtr
 from fxtr.agents import _loop, state_matches
 from fxtr.evals import evaluate, register_mock
+from fxtr.experiment._encoding import decode_text, encode_text, fingerprint_text
 from fxtr.experiment.arrays import Array
+from fxtr.models import (
+    AssistantMessage,
+    ContentText,
+    ModelRequest,
+    Sampling,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    ToolResult,
+    ToolSpec,
+    UserMessage,
+)
 from fxtr.store import Batch, CacheEntry, open_store
 from fxtr.store._diskcache import DiskStore
 from tests import agent_examples as ex
@@ -162,3 +177,64 @@ def test_a_changed_prompt_tool_or_mock_still_misses_where_it_did(tmp_path, count
     }
     assert len(model.api().requests) == 0  # re-registered: nothing asked since
     assert counted["loops"] == 4 * len(CASES)
+
+
+# --- each message encoded once ------------------------------------------------------------
+
+_text = st.text(st.characters(codec="utf-8"), max_size=12) | st.sampled_from(
+    ['"context":[]', '"v":{"context":[', "]}", "\\", "é\u2028"]
+)
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | _text,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_text, inner, max_size=3),
+    max_leaves=6,
+)
+_content = st.lists(st.builds(ContentText, text=_text), max_size=2).map(tuple)
+_call = st.builds(ToolCall, id=_text, name=_text, arguments=st.dictionaries(_text, _json))
+_message = st.one_of(
+    st.builds(SystemMessage, content=_content),
+    st.builds(UserMessage, content=_content),
+    st.builds(
+        AssistantMessage, content=_content, tool_calls=st.lists(_call, max_size=2).map(tuple)
+    ),
+    st.builds(
+        ToolMessage,
+        results=st.lists(
+            st.builds(ToolResult, tool_call_id=_text, content=_text, is_error=st.booleans()),
+            max_size=2,
+        ).map(tuple),
+    ),
+)
+_spec = st.builds(ToolSpec, name=_text, description=_text, parameters=st.dictionaries(_text, _json))
+_sampling = st.none() | st.builds(
+    Sampling, temperature=st.none() | st.floats(0, 2), seed=st.none() | st.integers(0, 9)
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(_message, min_size=1, max_size=8), st.lists(_spec, max_size=2).map(tuple), _sampling
+)
+def test_a_turn_request_encoded_message_by_message_is_the_request_encoded_whole(
+    messages, specs, sampling
+):
+    """Byte for byte, at every turn: the same entity id, so the same turn fingerprints."""
+    requests = _loop._Requests(specs, sampling)
+    for n in range(1, len(messages) + 1):
+        request, text = requests.request(messages[:n])
+        assert text == encode_text(request)
+        assert request == ModelRequest(context=tuple(messages[:n]), tools=specs, sampling=sampling)
+
+
+def test_each_turn_is_keyed_by_the_content_of_its_whole_conversation(tmp_path):
+    """The request a turn is asked with is the entity its input names (its content hash)."""
+    model = register_mock("agent-record-keys", ex.step_script)
+    result = fxtr.run(evaluate, _inputs(model), store=tmp_path, verify=False)
+    store = open_store(tmp_path)
+    turns = [i for i in result.invocations if i.step == "fxtr.agents.turn"]
+    assert len(turns) == 5 * len(CASES)
+    for inv in turns:
+        ref = decode_text(store.get_value(inv.input_fingerprints["request"]))
+        request = decode_text(store.get_entity(ref.id))
+        assert fingerprint_text(encode_text(request)) == ref.id
+        assert len(request.context) == 1 + 2 * int(inv.address[-2])
