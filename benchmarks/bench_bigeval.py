@@ -7,11 +7,12 @@ attempt (they succeed when resumed). Each figure comes from a fresh process (``-
   attempt (verification on, as users run it) and the peak RSS of the process;
 - resume: seconds from ``resume()`` to the first re-run body, its wall time and peak RSS;
 - then ``fxtr show`` and ``fxtr jobs`` on the job's store, each in a fresh process (the
-  import of fxtr included).
+  import of fxtr included), and the viewer's first screen of the job (``timed_viewer``).
 
 The same job is also run on today's code path: the ``src/`` of ``--baseline REF`` (default
-``main``), extracted with ``git archive`` into a temporary directory and put first on the
-child's ``PYTHONPATH``; the ratios printed are this tree's figures over that one's, measured
+``3f6da97``, the release before the streamed plan: the "today" of issue 25), extracted
+with ``git archive`` into a temporary directory and put first on the child's
+``PYTHONPATH``; the ratios printed are this tree's figures over that one's, measured
 in the same run (machines are noisy: compare ratios, not seconds). With ``--baseline none``
 it is left out. Targets (issue 25): at 200,000, first body <= 2 s, first re-run body <= 5 s,
 both peaks <= 400 MiB, cold wall time ratio <= 1, ``fxtr show`` < 2 s.
@@ -103,6 +104,33 @@ def timed_cli(store: str, *argv: str) -> float:
     return time.perf_counter() - t0
 
 
+def timed_viewer(store: str, job_id: str) -> float:
+    """Seconds the viewer's first screen of a job takes in this process: the jobs list, the
+    job's head, its operations graph and the first page of its failed invocations (the
+    JSON the page asks for, without the HTTP server around it)."""
+    from fxtr.cli._server import Viewer
+    from fxtr.store import open_store
+
+    t0 = time.perf_counter()
+    viewer = Viewer(open_store(store))
+    viewer.jobs()
+    viewer.route(f"/api/jobs/{job_id}", {})
+    viewer.route(f"/api/jobs/{job_id}/graph", {})
+    viewer.route(f"/api/jobs/{job_id}/invocations", {"status": ["failed"]})
+    return time.perf_counter() - t0
+
+
+def _spawn_viewer(store: str, pythonpath: str, job_id: str) -> float:
+    env = {**os.environ, "PYTHONPATH": pythonpath}
+    code = (
+        "import sys; from benchmarks.bench_bigeval import timed_viewer; "
+        "print(timed_viewer(sys.argv[1], sys.argv[2]))"
+    )
+    args = [sys.executable, "-c", code, store, job_id]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
+    return float(done.stdout.strip().splitlines()[-1])
+
+
 def _spawn_cli(store: str, pythonpath: str, *argv: str) -> float:
     env = {**os.environ, "PYTHONPATH": pythonpath}
     code = (
@@ -156,8 +184,10 @@ def main() -> None:
     parser.add_argument("--job-id", default="bigeval")
     parser.add_argument("--sizes", default="200000,50000", help="comma-separated N")
     parser.add_argument(
-        "--baseline", default="main", help="git ref of today's code path, or 'none'"
+        "--baseline", default="3f6da97", help="git ref of today's code path, or 'none'"
     )
+    parser.add_argument("--rounds", type=int, default=1, help="alternating runs; best of them")
+    parser.add_argument("--listing", help="K,N: time fxtr jobs on K jobs of N invocations")
     args = parser.parse_args()
     if args.child:
         print(json.dumps(child(args.child, args.n, args.store, args.job_id)))
@@ -169,38 +199,51 @@ def main() -> None:
         base = None
         if args.baseline != "none":
             base = f"{_baseline_src(args.baseline, tmp)}{os.pathsep}{repo}"
+        trees = [("this tree", here)] + ([(args.baseline, base)] if base else [])
         for n in (int(s) for s in args.sizes.split(",")):
             print(f"{n} invocations, {n // FAIL_EVERY} failing in the first attempt")
-            store = str(tmp / f"store-{n}")
-            cold = _spawn("cold", n, store, "bigeval", here)
-            print(_line("cold (this tree)", cold))
-            again = _spawn("resume", n, store, "bigeval", here)
-            print(_line("resume (this tree)", again))
-            show = _spawn_cli(store, here, "show", "bigeval")
-            jobs = _spawn_cli(store, here, "jobs")
-            print(
-                f"  fxtr show {show:5.2f} s   fxtr jobs {jobs:5.2f} s   (this tree, fresh process)"
-            )
-            if base is None:
-                continue
-            old_store = str(tmp / f"base-{n}")
-            old = _spawn("cold", n, old_store, "bigeval", base)
-            print(_line(f"cold ({args.baseline})", old))
-            old_again = _spawn("resume", n, old_store, "bigeval", base)
-            print(_line(f"resume ({args.baseline})", old_again))
-            old_show = _spawn_cli(old_store, base, "show", "bigeval")
-            old_jobs = _spawn_cli(old_store, base, "jobs")
-            print(
-                f"  fxtr show {old_show:5.2f} s   fxtr jobs {old_jobs:5.2f} s   "
-                f"({args.baseline}, fresh process)"
-            )
-            print(
-                f"  cold wall this tree / {args.baseline}: {cold['wall'] / old['wall']:.2f}   "
-                f"first body: {cold['first'] / old['first']:.2f}   "
-                f"first re-run body: {again['first'] / old_again['first']:.2f}"
-            )
+            best: dict[str, dict[str, float]] = {}
+            for r in range(args.rounds):  # alternating, so that both see the same machine
+                for label, path in trees:
+                    store = str(tmp / f"{label.replace(' ', '-')}-{n}-{r}")
+                    cold = _spawn("cold", n, store, "bigeval", path)
+                    print(_line(f"cold ({label})", cold))
+                    again = _spawn("resume", n, store, "bigeval", path)
+                    print(_line(f"resume ({label})", again))
+                    show = _spawn_cli(store, path, "show", "bigeval")
+                    jobs = _spawn_cli(store, path, "jobs")
+                    screen = _spawn_viewer(store, path, "bigeval") if path == here else None
+                    print(
+                        f"  fxtr show {show:5.2f} s   fxtr jobs {jobs:5.2f} s   "
+                        + (f"viewer first screen {screen:5.2f} s   " if screen else "")
+                        + f"({label}, fresh processes)"
+                    )
+                    figures = {"wall": cold["wall"], "first": cold["first"] or 0.0,
+                               "again": again["first"] or 0.0}  # fmt: skip
+                    mins = best.setdefault(label, figures)
+                    for key, value in figures.items():
+                        mins[key] = min(mins[key], value)
+            if base is not None:
+                new, old = best["this tree"], best[args.baseline]
+                print(
+                    f"  best of {args.rounds}: cold wall this tree / {args.baseline}: "
+                    f"{new['wall'] / old['wall']:.2f}   first body: "
+                    f"{new['first'] / old['first']:.2f}   first re-run body: "
+                    f"{new['again'] / old['again']:.2f}"
+                )
+        if args.listing:
+            _listing(args.listing, tmp / "listing", here)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _listing(spec: str, store: Path, pythonpath: str) -> None:
+    """``fxtr jobs`` on a store of K jobs of N invocations each (``--listing K,N``)."""
+    k, n = (int(v) for v in spec.split(","))
+    for i in range(k):
+        _spawn("cold", n, str(store), f"bigeval-{i}", pythonpath)
+    runs = [_spawn_cli(str(store), pythonpath, "jobs") for _ in range(3)]
+    print(f"fxtr jobs on {k} jobs of {n} invocations: {min(runs):.2f} s (best of 3, fresh process)")
 
 
 if __name__ == "__main__":

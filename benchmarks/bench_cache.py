@@ -15,6 +15,11 @@ a few, alternating):
   again (it rewrites each address's order, which grows with N).
 
 ``python -m benchmarks.bench_cache [--postgres]`` (PostgreSQL: a throwaway local cluster).
+
+``python -m benchmarks.bench_cache --baseline REF`` measures the first target against the
+code before the cache kept entries ("no slower than today"): the cached rerun of the same
+job, in a fresh process of each tree (REF's ``src/`` from ``git archive``, e.g. ``3f6da97``),
+alternating, the best of a few; diskcache, verification off as above.
 """
 
 from __future__ import annotations
@@ -110,7 +115,51 @@ def bench(location: str) -> None:
     print("  (targets: the first two ratios <= 1.05; the third rewrites each address's order)")
 
 
+def _cached_rerun_child(store: str) -> None:
+    """A cold run, then the best of ``ROUNDS`` cached reruns, in this process (``--child``)."""
+    asyncio.run(launch(grid, _inputs(), store=store, verify=False))
+    best = float("inf")
+    for _ in range(ROUNDS):
+        start = time.perf_counter()
+        result = asyncio.run(launch(grid, _inputs(), store=store, verify=False))
+        best = min(best, time.perf_counter() - start)
+        assert all(i.from_cache for i in result.invocations)
+    print(best)
+
+
+def against(ref: str) -> None:
+    """The cached rerun on this tree and on ``ref``'s, alternating, in fresh processes."""
+    import os
+    import subprocess
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    tmp = Path(tempfile.mkdtemp(prefix="bench-cache-ref-"))
+    archive = subprocess.run(
+        ["git", "archive", ref, "src"], cwd=repo, capture_output=True, check=True
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
+    trees = {"this tree": repo / "src", ref: tmp / "src"}
+    best = dict.fromkeys(trees, float("inf"))
+    for r in range(3):
+        for label, src in trees.items():
+            env = {**os.environ, "PYTHONPATH": f"{src}{os.pathsep}{repo}"}
+            store = str(tmp / f"store-{label.replace(' ', '-')}-{r}")
+            args = [sys.executable, "-m", "benchmarks.bench_cache", "--child", store]
+            out = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
+            best[label] = min(best[label], float(out.stdout.strip().splitlines()[-1]))
+    new, old = best["this tree"], best[ref]
+    print("10,000 invocations of a trivial step, cached rerun (diskcache, best of 15)")
+    print(f"  this tree {new:.3f} s   {ref} {old:.3f} s   ratio {new / old:.2f} x (target <= 1.05)")
+
+
 def main() -> None:
+    if "--child" in sys.argv:
+        _cached_rerun_child(sys.argv[sys.argv.index("--child") + 1])
+        return
+    if "--baseline" in sys.argv:
+        against(sys.argv[sys.argv.index("--baseline") + 1])
+        return
     if "--postgres" in sys.argv:
         from tests.pgserver import fresh_database, throwaway_postgres
 

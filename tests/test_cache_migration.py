@@ -59,7 +59,13 @@ def test_a_diskcache_store_written_before_keep_opens_and_serves(tmp_path, capsys
     location = str(tmp_path / "store")
     db = sqlite3.connect(tmp_path / "store" / "cache" / "cache.db")
     assert db.execute("SELECT count(*) FROM Cache WHERE key LIKE 'h|%'").fetchone() == (1,)
+    old_values = dict(db.execute("SELECT key, value FROM Cache WHERE key LIKE 'v|%'").fetchall())
     db.close()
+    assert old_values
+    # the input values the old fxtr kept as cache keys are read (new ones go to FxtrValues)
+    store = open_store(location)
+    assert {k: store.get_value(k[2:]) for k in old_values} == old_values
+    assert store.volume()["input values"] == len(old_values)
     _serves_what_the_old_fxtr_wrote(location)
     jobs = json.loads(capsys.readouterr().out)
     assert len(jobs) >= 2

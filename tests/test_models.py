@@ -45,6 +45,7 @@ from fxtr.models import (
     generate_with_retries,
     set_price,
 )
+from fxtr.models._limiter import adaptive
 
 KEY = "sk-proj-SECRETSECRETSECRET1234"
 REQUEST = ModelRequest(
@@ -304,6 +305,9 @@ def test_retries_honour_retry_after_with_time_mocked():
         slept.append(seconds)
 
     async def go():
+        # a static limiter: the adaptive one would also pause the model for the Retry-After
+        # seconds, in real time (tests/test_cost_limiter.py tests that pause)
+        adaptive.set(False)
         with respx.mock() as mock:
             mock.post("https://api.openai.com/v1/chat/completions").mock(
                 side_effect=[

@@ -20,9 +20,7 @@ KNOWN_FOREIGN_CYCLES: list[frozenset[str]] = []
 """Cycles the structure check tolerates (none: every circle has been cut)."""
 
 KNOWN_FOREIGN_LONG: set[str] = {
-    "fxtr.scores",
     "fxtr.experiment._engine",
-    "fxtr.experiment._jobs",
     "fxtr.store._postgres",
     "fxtr.store._diskcache",
 }

@@ -185,16 +185,20 @@ def _verdicts(decoded: re.Pattern[bytes]) -> dict[str, bool]:
 
 
 def _redact_base64(text: str, decoded: re.Pattern[bytes]) -> str:
+    # the runs are found in C and each distinct one checked once (and remembered across
+    # texts: see ``_verdicts``); only a text with a run that hides a credential is rewritten
+    # (most texts hold digests and words only)
     seen = _verdicts(decoded)
-
-    def replace(match: re.Match[str]) -> str:
-        run = match.group(0)
+    hiding = set()
+    for run in set(_B64_RUN.findall(text)):
         hides = seen.get(run)
         if hides is None:
             hides = seen[run] = _hides_secret(run, decoded)
-        return REDACTED if hides else run
-
-    return _B64_RUN.sub(replace, text)
+        if hides:
+            hiding.add(run)
+    if not hiding:
+        return text
+    return _B64_RUN.sub(lambda m: REDACTED if m.group(0) in hiding else m.group(0), text)
 
 
 def redact(text: str) -> str:

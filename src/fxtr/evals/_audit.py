@@ -183,7 +183,7 @@ def apply_judge(
     Returns:
         Notes for the summary (the unusable judge, a gold set without negatives or positives).
     """
-    from fxtr.scores import _passed
+    from fxtr.scores._cases import _passed
 
     notes: list[str] = []
     for g in groups:

@@ -220,7 +220,6 @@ class Run:
             raise self.fatal
         return root_task.result()
 
-
     # store writes ---------------------------------------------------------------------
 
     def queue(self) -> Batch:
@@ -645,4 +644,3 @@ class Run:
                 sampled=op.samples is not None,
             )
         )
-

@@ -16,14 +16,18 @@ from typing import Any, Literal
 
 from fxtr.experiment._array import Array
 from fxtr.experiment._definition import WorkflowDefinition, find_workflow
-from fxtr.experiment._encoding import EncodingError, decode_text, encode_text, fingerprint_text
+from fxtr.experiment._encoding import decode_text
 from fxtr.experiment._engine import Node, Run
-from fxtr.experiment._entity import BoundID, Entity
-from fxtr.experiment._handle import make_handle
+from fxtr.experiment._entity import BoundID
 from fxtr.experiment._hermetic import install as install_hermetic
+from fxtr.experiment._job_inputs import (
+    check_root,
+    encoded_inputs,
+    prepare_inputs,
+    root_kwargs,
+)
 from fxtr.experiment._records import Invocation, StoredRecords, WorkflowRun
-from fxtr.experiment._types import bound_target, check_value, is_entity_type, type_name
-from fxtr.experiment.errors import SignatureError
+from fxtr.experiment._types import is_entity_type
 from fxtr.store import Store, open_store
 from fxtr.store._base import DEFAULT_KEEP, StoreOutage, redact_json
 
@@ -122,93 +126,9 @@ def _check_options(conflict: str, concurrency: int, cache_keep: int = DEFAULT_KE
         raise ValueError(msg)
 
 
-def _check_root(root: Any) -> str:
-    if not isinstance(root, str) or not root.strip() or any(c in root for c in "/[]"):
-        msg = (
-            f"root={root!r}: the root of every address must be a non-empty str without '/', "
-            "'[' or ']' (for example an eval's id 'evals.test_qa::test_qa')."
-        )
-        raise ValueError(msg)
-    return root
-
-
 def _open(store: Any) -> Store:
     opened: Store = open_store(store)
     return opened
-
-
-def _encoded_inputs(prepared: dict[str, Any]) -> dict[str, str]:
-    """The launch inputs' canonical texts; an input with none is refused by name."""
-    out = {}
-    for name, value in prepared.items():
-        try:
-            text = encode_text(value)
-            text.encode()
-        except (EncodingError, UnicodeError) as exc:
-            reason = "a str with a lone surrogate" if isinstance(exc, UnicodeError) else exc
-            msg = (
-                f"Input {name!r} cannot be recorded: {reason}. Pass JSON-like values, "
-                "entities or Arrays of them."
-            )
-            raise SignatureError(msg) from None
-        out[name] = text
-    return out
-
-
-async def _prepare_inputs(
-    wf: WorkflowDefinition[..., Any], inputs: Mapping[str, Any], run: Run
-) -> dict[str, Any]:
-    """Store entities given where references are expected; keep everything else."""
-    out: dict[str, Any] = {}
-    for name, value in inputs.items():
-        param = wf.signature.params.get(name)
-        wants_ref = param is not None and (
-            bound_target(param.value_type) is not None or is_entity_type(param.value_type)
-        )
-        if wants_ref and isinstance(value, Entity):
-            value = await run.store_entity(value)
-        elif (
-            wants_ref
-            and isinstance(value, Array)
-            and any(isinstance(v, Entity) for v in value.values())
-        ):
-            refs = [
-                await run.store_entity(v) if isinstance(v, Entity) else v for v in value.values()
-            ]
-            value = Array.from_cells(value.dim_specs, value._keys, refs, param.value_type)  # type: ignore[union-attr]
-        out[name] = value
-    return out
-
-
-def _root_kwargs(
-    wf: WorkflowDefinition[..., Any], inputs: Mapping[str, Any], run: Run
-) -> dict[str, Any]:
-    bindings, _, concrete = run.bind(
-        f"Launching workflow {wf.name!r}",
-        f"Workflow {wf.name!r}",
-        wf.signature.params,
-        inputs,
-        [],
-        concrete_ok=True,
-    )
-    for b in bindings:
-        b.node.producer = f"input {b.param.name!r}"
-        b.node.label = f"input:{b.param.name}:{b.node.label}"
-        if b.node.value_type is Any:
-            # an Array built without value_type: check its values against the parameter
-            array = b.node.future.result().array
-            assert array is not None
-            bad = [(k, v) for k, v in array.items() if not check_value(v, b.param.value_type)]
-            if bad:
-                key, value = bad[0]
-                msg = (
-                    f"Launching workflow {wf.name!r}: input {b.param.name!r} should hold "
-                    f"{type_name(b.param.value_type)} values, but {len(bad)} do not; first at "
-                    f"{key!r}: {type(value).__name__} {value!r:.60}."
-                )
-                raise SignatureError(msg)
-            b.node.value_type = b.param.value_type
-    return {**{b.param.name: make_handle(b.node) for b in bindings}, **concrete}
 
 
 def summarize(invocations: Iterable[Invocation]) -> dict[str, Any]:
@@ -336,11 +256,11 @@ async def _attempt(
     )
     run.on_invocation = on_invocation
     try:
-        prepared = await _prepare_inputs(wf, inputs, run)
+        prepared = await prepare_inputs(wf, inputs, run)
         if "inputs" not in record:
-            record["inputs"] = _encoded_inputs(prepared)
+            record["inputs"] = encoded_inputs(prepared)
         store.put_job(redact_json(record))
-        kwargs = _root_kwargs(wf, prepared, run)
+        kwargs = root_kwargs(wf, prepared, run)
         root: Node | None = await run.drive(run.run_body(wf, root_address, kwargs))
         status = _status(run)
         store.put_ops(job_id, attempt, redact_json(run.ops))
@@ -359,9 +279,7 @@ async def _attempt(
                 hermetic=False,
             )
             replay.entities = run.entities
-            await replay.drive(
-                replay.run_body(wf, root_address, _root_kwargs(wf, prepared, replay))
-            )
+            await replay.drive(replay.run_body(wf, root_address, root_kwargs(wf, prepared, replay)))
     except BaseException as exc:
         if isinstance(exc, StoreOutage):
             raise  # nothing can be written; the record says the attempt started: resumable
@@ -481,7 +399,7 @@ async def launch(
         msg = f"launch() needs a @workflow, got {workflow!r}."
         raise TypeError(msg)
     _check_options(conflict, concurrency, cache_keep)
-    root = workflow.name if root is None else _check_root(root)
+    root = workflow.name if root is None else check_root(root)
     st = _open(store)
     commit, dirty = _git_commit()
     job_id = job_id or uuid.uuid4().hex[:16]
@@ -549,7 +467,7 @@ async def resume(
     record = st.get_job(job_id)
     wf = workflow or find_workflow(record["workflow_path"], record.get("workflow_file"))
     recorded_root = record.get("root") or wf.name
-    if root is not None and _check_root(root) != recorded_root:
+    if root is not None and check_root(root) != recorded_root:
         msg = (
             f"resume({job_id!r}, root={root!r}): the job's addresses start with "
             f"{recorded_root!r}; leave root= out to resume it."
@@ -603,7 +521,7 @@ async def verify(
         store=st, job_id=job_id, attempt=attempt, mode="verify", prior=prior, expected_ops=ops
     )
     root = record.get("root") or wf.name
-    await replay.drive(replay.run_body(wf, root, _root_kwargs(wf, inputs, replay)))
+    await replay.drive(replay.run_body(wf, root, root_kwargs(wf, inputs, replay)))
 
 
 def run(
@@ -629,8 +547,3 @@ def run(
         raise box["error"]
     result: JobResult = box["result"]
     return result
-
-
-def input_fingerprint(inputs: Mapping[str, Any]) -> str:
-    """A fingerprint of a job's inputs (the plugin keys its resume pointer on it)."""
-    return fingerprint_text(encode_text(dict(inputs)))

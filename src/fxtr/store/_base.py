@@ -333,6 +333,18 @@ class Batch:
     failures: dict[str, str] = dataclasses.field(default_factory=dict)
     """Failed invocation records by ``JOB|ATTEMPT|ADDRESS``, for processes that joined the
     attempt and wait on the address."""
+    invocation_texts: dict[str, list[str]] = dataclasses.field(default_factory=dict, repr=False)
+    """The JSON text of each record of ``invocations``, in order, where ``redact_batch``
+    already made it (to check it for credentials): a store writes these (``record_texts``)
+    rather than encoding every record a second time."""
+
+    def record_texts(self, job_id: str) -> list[str]:
+        """The JSON texts of a job's records, in order (made now where not made before)."""
+        rows = self.invocations[job_id]
+        texts = self.invocation_texts.get(job_id)
+        if texts is None or len(texts) != len(rows):
+            texts = [json.dumps(r) for r in rows]
+        return texts
 
     def __bool__(self) -> bool:
         return bool(
@@ -417,8 +429,21 @@ def redact_batch(batch: Batch) -> Batch:
     usage, metadata), invocation records (errors, tracebacks, logs, results, model calls),
     failure markers, entities and input values. A text without a credential is kept as is (one
     scan of it); the cached result of a step that returned a credential is the redacted one.
-    Entries kept at an address were redacted when they were written.
+    Entries kept at an address were redacted when they were written. A batch whose texts
+    are all clean (most are) is checked in one scan of them joined by newlines (which no
+    credential pattern crosses: ``fxtr.secrets``) and written as it is.
     """
+    records = {job: [json.dumps(r) for r in rows] for job, rows in batch.invocations.items()}
+    texts = [
+        *batch.entries.values(),
+        *batch.entities.values(),
+        *batch.values.values(),
+        *batch.failures.values(),
+        *(text for job_texts in records.values() for text in job_texts),
+    ]
+    joined = "\n".join(texts)
+    if redact(joined) == joined:
+        return dataclasses.replace(batch, invocation_texts=records)
     return Batch(
         entries={a: _redact_entry(t) for a, t in batch.entries.items()},
         current=batch.current,

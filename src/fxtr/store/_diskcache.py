@@ -40,7 +40,7 @@ from typing import Any
 import diskcache
 
 from fxtr.store._base import Batch, CacheEntry, StoreError, entry_key, keeps, parse_job
-from fxtr.store._tables import ClaimTable, InvocationTable, JobTable
+from fxtr.store._tables import ClaimTable, InvocationTable, JobTable, ValueTable
 
 _KINDS = {
     "e": "cache entries",
@@ -92,6 +92,7 @@ class DiskStore:
             self.jobs = JobTable(self.cache)
             self.claims = ClaimTable(self.cache)
             self.records = InvocationTable(self.cache)
+            self.values = ValueTable(self.cache)
         except sqlite3.DatabaseError as exc:  # a garbled cache.db: one clear error
             msg = (
                 f"{self.path / 'cache' / 'cache.db'} is not a readable fxtr store ({exc}). "
@@ -524,7 +525,9 @@ class DiskStore:
 
     def get_value(self, fingerprint: str) -> str | None:
         """The canonical text of a step input, by its fingerprint."""
-        text: str | None = self.cache.get("v|" + fingerprint)
+        text = self.values.get(fingerprint)
+        if text is None:  # a store written before FxtrValues kept it as a cache key
+            text = self.cache.get("v|" + fingerprint)
         return text
 
     def iter_tasks(self) -> Iterator[str]:
@@ -535,6 +538,7 @@ class DiskStore:
     def volume(self) -> dict[str, Any]:
         """Entry counts by kind and the size on disk (counted on the key index)."""
         counts = {name: self._count(prefix + "|") for prefix, name in _KINDS.items()}
+        counts["input values"] += len(self.values)
         counts["claims"] = self.claims.live()
         counts["jobs"] = len(self.jobs)
         return {"path": str(self.path), "bytes": self.cache.volume(), **counts}
@@ -592,12 +596,12 @@ class DiskStore:
                     self._promote(address, key, keep)
             for entity_id, text in batch.entities.items():
                 cache.set("n|" + entity_id, text)
-            for fp, text in batch.values.items():
-                cache.set("v|" + fp, text)
+            if batch.values:
+                self.values.put(batch.values)
             for key, text in batch.failures.items():
                 cache.set("x|" + key, text)
             for job_id, records in batch.invocations.items():
-                self.records.put(job_id, records)
+                self.records.put(job_id, records, batch.record_texts(job_id))
             if batch.released:
                 self.claims.release(batch.released)
 

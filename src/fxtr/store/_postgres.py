@@ -592,7 +592,8 @@ class PostgresStore:
                     list(batch.values.items()),
                 )
             for job_id, records in batch.invocations.items():
-                latest = {r["address"]: r for r in records}
+                texts = batch.record_texts(job_id)
+                latest = {r["address"]: (r, t) for r, t in zip(records, texts, strict=True)}
                 # a cache hit of the same attempt does not replace the run (see ``keeps``)
                 cur.executemany(
                     "INSERT INTO fxtr_invocations (job_id, address, record, attempt, ran, status) "
@@ -605,12 +606,12 @@ class PostgresStore:
                         (
                             job_id,
                             a,
-                            json.dumps(r),
+                            text,
                             r.get("attempt", 0),
                             not (r.get("from_cache") or r.get("status") != "succeeded"),
                             r.get("status", "skipped"),
                         )
-                        for a, r in latest.items()
+                        for a, (r, text) in latest.items()
                     ],
                 )
             if batch.failures:
