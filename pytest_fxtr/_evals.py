@@ -275,9 +275,9 @@ def job_id_for(run_id: str, ev: Eval) -> str:
 
 def resume_key(ev: Eval, inputs: dict[str, Any]) -> str:
     """Where the store keeps the last job of an eval with these inputs."""
-    from fxtr.experiment._jobs import input_fingerprint
+    from fxtr.experiment._encoding import encode_text, fingerprint_text
 
-    return f"pytest:{ev.nodeid}:{input_fingerprint(inputs)}"
+    return f"pytest:{ev.nodeid}:{fingerprint_text(encode_text(dict(inputs)))}"
 
 
 def run_job(
