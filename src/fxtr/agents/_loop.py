@@ -387,7 +387,7 @@ async def agent_loop(
     if memo.usable(context._run):
         model_ref, case_ref = await model.item(), await case.item()
         key = memo.record_key(agent, model_ref, case_ref, context.sample)
-        served = memo.serve(context, key)
+        served = await memo.serve(context, key)
         if served is not None:  # every step as it was: recorded from the cache, not rerun
             return served  # type: ignore[return-value]  # a scalar handle
     try:

@@ -24,8 +24,10 @@ verifies), and a resumed job (an earlier attempt's records) goes step by step.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import weakref
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -102,15 +104,62 @@ def usable(run: Run) -> bool:
     return run.mode == "live" and type(run.prior) is dict and not run.prior and not run.outage
 
 
-def serve(context: WorkflowContext, key: str) -> ArrayHandle[Any] | None:
+class _Reads:
+    """The entry reads of the trajectories that start together, one query for all of them.
+
+    The trajectories of an eval start in the same turn of the event loop; each asks for its
+    record (then its steps' entries) and waits, and one read at the end of that turn serves
+    them all: two reads for a thousand trajectories rather than two each.
+    """
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+        self.pending: list[tuple[list[str], asyncio.Future[dict[str, CacheEntry]]]] = []
+
+    def get(self, addresses: list[str]) -> asyncio.Future[dict[str, CacheEntry]]:
+        """The current entries among ``addresses``, once this turn's reads are made."""
+        future = asyncio.get_running_loop().create_future()
+        if not self.pending:
+            asyncio.get_running_loop().call_soon(self._read)
+        self.pending.append((addresses, future))
+        return future
+
+    def _read(self) -> None:
+        pending, self.pending = self.pending, []
+        try:
+            every = dict.fromkeys(a for addresses, _ in pending for a in addresses)
+            found = self.run.store.get_entries(list(every))
+        except Exception as exc:  # a store outage: each trajectory raises it, as before
+            for _, future in pending:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        for addresses, future in pending:
+            if not future.done():
+                future.set_result({a: found[a] for a in addresses if a in found})
+
+
+_READS: weakref.WeakKeyDictionary[Run, _Reads] = weakref.WeakKeyDictionary()
+
+
+def _reads(run: Run) -> _Reads:
+    reads = _READS.get(run)
+    if reads is None:
+        reads = _READS[run] = _Reads(run)
+    return reads
+
+
+async def serve(context: WorkflowContext, key: str) -> ArrayHandle[Any] | None:
     """The trajectory served from its record, or None when it must run step by step.
 
-    Two reads: the record at the trajectory's address, then every step's current entry.
-    Nothing is recorded unless every step checks out.
+    Two reads (shared with the trajectories that start with it): the record at the
+    trajectory's address, then every step's current entry. Nothing is recorded unless every
+    step checks out.
     """
     run: Run = context._run
     address = context.address
-    entry = run.store.get_entries([address]).get(address)
+    reads = _reads(run)
+    entry = (await reads.get([address])).get(address)
     if entry is None:
         return None
     if entry.damaged or entry.fingerprint != key:  # another prompt's record may be kept
@@ -127,7 +176,7 @@ def serve(context: WorkflowContext, key: str) -> ArrayHandle[Any] | None:
     except (ValueError, KeyError, TypeError):  # a damaged record is a miss
         return None
     addresses = [f"{address}/{s[0]}" for s in steps]
-    entries = run.store.get_entries(addresses)
+    entries = await reads.get(addresses)
     found: list[CacheEntry] = []
     for at, (_, _, fp, _, digest) in zip(addresses, steps, strict=True):
         e = entries.get(at)
