@@ -54,6 +54,7 @@ from fxtr.experiment._encoding import (
 )
 from fxtr.experiment._entity import BoundID, Entity
 from fxtr.experiment._executor import LOCAL
+from fxtr.experiment._gc import job_collection
 from fxtr.experiment._graph import (
     SAMPLE,
     SAMPLE_DIM,
@@ -193,6 +194,10 @@ class Run:
 
     async def drive(self, root: Coroutine[Any, Any, Any]) -> Any:
         """Run the root body and everything it schedules; raise the first fatal error."""
+        with job_collection():  # fewer collections while the pass runs (``_gc``)
+            return await self._drive(root)
+
+    async def _drive(self, root: Coroutine[Any, Any, Any]) -> Any:
         root_task = self.spawn(root)
         watchdog = None
         if self.mode == "live":
