@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import time
 import weakref
 from functools import cache
 from pathlib import Path
@@ -239,5 +240,11 @@ async def keep(context: WorkflowContext, key: str, done: ArrayHandle[Any]) -> No
         return
     record = {"ops": ops, "steps": steps, "result": steps[-1][0]}
     text = json.dumps(record, sort_keys=True, separators=(",", ":"))
-    meta = {"step": STEP, "source": code_digest(), "inputs": {}, "job_id": run.job_id}
+    meta = {
+        "step": STEP,
+        "source": code_digest(),
+        "inputs": {},
+        "job_id": run.job_id,
+        "created_at": time.time(),
+    }
     run.queue().entries[address] = CacheEntry(key, None, text, None, meta).to_text()
