@@ -25,6 +25,7 @@ verifies), and a resumed job (an earlier attempt's records) goes step by step.
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import json
 import time
@@ -100,8 +101,30 @@ def _digest(result: str) -> str:
     return hashlib.blake2b(result.encode(), digest_size=16).hexdigest()
 
 
+_SERVED: collections.OrderedDict[tuple[str, int], set[str]] = collections.OrderedDict()
+"""The trajectories each recent attempt's live pass served from their records, for its
+verifying pass (bounded: the last ``_SERVED_ATTEMPTS`` attempts of this process)."""
+_SERVED_ATTEMPTS = 8
+
+
+def _served(run: Run) -> set[str]:
+    key = (run.job_id, run.attempt)
+    served = _SERVED.get(key)
+    if served is None:
+        served = _SERVED[key] = set()
+        while len(_SERVED) > _SERVED_ATTEMPTS:
+            _SERVED.popitem(last=False)
+    return served
+
+
 def usable(run: Run) -> bool:
-    """Whether this pass may serve and keep records (a live pass of a job from scratch)."""
+    """Whether this pass may serve records.
+
+    A live pass of a job from scratch may, and the verifying pass of an attempt whose live
+    pass served some (those, and only those: a body that ran is replayed).
+    """
+    if run.mode == "verify":
+        return bool(_SERVED.get((run.job_id, run.attempt)))
     return run.mode == "live" and type(run.prior) is dict and not run.prior and not run.outage
 
 
@@ -159,6 +182,9 @@ async def serve(context: WorkflowContext, key: str) -> ArrayHandle[Any] | None:
     """
     run: Run = context._run
     address = context.address
+    verify = run.mode == "verify"
+    if verify and address not in _SERVED.get((run.job_id, run.attempt), ()):
+        return None  # its body ran in the live pass: the verifying pass replays it
     reads = _reads(run)
     entry = (await reads.get([address])).get(address)
     if entry is None:
@@ -177,19 +203,47 @@ async def serve(context: WorkflowContext, key: str) -> ArrayHandle[Any] | None:
     except (ValueError, KeyError, TypeError):  # a damaged record is a miss
         return None
     addresses = [f"{address}/{s[0]}" for s in steps]
-    entries = await reads.get(addresses)
     found: list[CacheEntry] = []
-    for at, (_, _, fp, _, digest) in zip(addresses, steps, strict=True):
-        e = entries.get(at)
-        if e is None or e.damaged or not matches(e, fp) or _digest(e.result) != digest:
-            return None
-        found.append(e)
+    if verify:  # a pure replay: every step as this attempt recorded it
+        for at, (_, _, fp, _, digest) in zip(addresses, steps, strict=True):
+            inv = run.prior.get(at)
+            if inv is None or inv.status != "succeeded" or inv.fingerprint != fp:
+                return None
+            if inv.result_text is None or _digest(inv.result_text) != digest:
+                return None
+            found.append(CacheEntry(fp, None, inv.result_text))
+    else:
+        entries = await reads.get(addresses)
+        for at, (_, _, fp, _, digest) in zip(addresses, steps, strict=True):
+            e = entries.get(at)
+            if e is None or e.damaged or not matches(e, fp) or _digest(e.result) != digest:
+                return None
+            found.append(e)
     try:
         result = decode_text(found[[s[0] for s in steps].index(result_at)].result)
     except (ValueError, TypeError, KeyError, RecursionError):
         return None
-    for desc in ops:  # compared with an earlier attempt's operations, as the body would be
+    for desc in ops:  # compared with the operations recorded before, as the body's would be
         record_op(run, context._record, desc)
+    if not verify:
+        _record(run, addresses, steps, found)
+        _served(run).add(address)
+    value_type = BoundID[Trajectory]
+    node = Node(
+        run,
+        (),
+        value_type,
+        f"{address}/{result_at}",
+        "step 'fxtr.agents.trajectory'",
+        Value(Array.scalar(result, value_type)),
+    )
+    return make_handle(node)
+
+
+def _record(
+    run: Run, addresses: list[str], steps: list[list[Any]], found: list[CacheEntry]
+) -> None:
+    """Record every step of a trajectory served from its record, from the cache."""
     for at, (_, step, fp, fps, _), e in zip(addresses, steps, found, strict=True):
         inv = Invocation(
             at,
@@ -204,16 +258,6 @@ async def serve(context: WorkflowContext, key: str) -> ArrayHandle[Any] | None:
         if e.usage:
             inv.take_usage(e.usage)
         run.finish(inv)
-    value_type = BoundID[Trajectory]
-    node = Node(
-        run,
-        (),
-        value_type,
-        f"{address}/{result_at}",
-        "step 'fxtr.agents.trajectory'",
-        Value(Array.scalar(result, value_type)),
-    )
-    return make_handle(node)
 
 
 async def keep(context: WorkflowContext, key: str, done: ArrayHandle[Any]) -> None:
@@ -223,7 +267,7 @@ async def keep(context: WorkflowContext, key: str, done: ArrayHandle[Any]) -> No
         await done.item()
     except UpstreamFailedError:
         return
-    if not usable(run):
+    if run.mode != "live" or not usable(run):
         return
     address = context.address
     ops = run.ops.get(address, [])
