@@ -275,9 +275,9 @@ def job_id_for(run_id: str, ev: Eval) -> str:
 
 def resume_key(ev: Eval, inputs: dict[str, Any]) -> str:
     """Where the store keeps the last job of an eval with these inputs."""
-    from fxtr.experiment._encoding import encode_text, fingerprint_text
+    from fxtr.experiment._job_inputs import input_fingerprint
 
-    return f"pytest:{ev.nodeid}:{fingerprint_text(encode_text(dict(inputs)))}"
+    return f"pytest:{ev.nodeid}:{input_fingerprint(inputs)}"
 
 
 def run_job(

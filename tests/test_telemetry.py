@@ -330,6 +330,7 @@ class _Receiver(http.server.ThreadingHTTPServer):
         super().__init__(("127.0.0.1", 0), _Handler)
         self.requests: list[Any] = []
         self.paths: list[str] = []
+        self.headers: list[dict[str, str]] = []
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -343,6 +344,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = gzip.decompress(body)
         assert self.headers["Content-Type"] == "application/x-protobuf"
         self.server.paths.append(self.path)
+        self.server.headers.append({k.lower(): v for k, v in self.headers.items()})
         self.server.requests.append(trace_service_pb2.ExportTraceServiceRequest.FromString(body))
         reply = trace_service_pb2.ExportTraceServiceResponse().SerializeToString()
         self.send_response(200)
@@ -534,3 +536,149 @@ def test_a_real_agent_eval_exports_its_trajectories(tmp_path):
     events = [e for s in spans for e in s.events]
     assert [e.attributes["gen_ai.evaluation.score.value"] for e in events] == [1.0, 1.0]
     assert {e.attributes["gen_ai.evaluation.name"] for e in events} == {"includes"}
+
+
+# --- the bulk-built OTLP requests are the SDK's encoding of the same spans ------------------
+
+
+def _jobs_of_every_shape(store: str) -> list[str]:
+    """Jobs with model calls and scores (twice: computed, then all cached), a failure, and
+    agent trajectories with tool calls, a tool error and their model calls."""
+    kit = run(evaluate, _inputs(samples=2), store=store)
+    cached = run(evaluate, _inputs(samples=2), store=store)
+    cases = Array.from_mapping({"ok": "ok", "bad": "bad"}, dims=["case"], value_type=str)
+    failed = run(fails, {"case": cases}, store=store)
+    cities = Array.from_mapping({"paris": "Paris", "atl": "Atlantis"}, dims=["case"])
+    trajectories = run(agents, {"model": BOT, "case": cities}, store=store)
+    assert failed.status == "failed" and all(i.from_cache for i in cached.invocations)
+    return [kit.job_id, cached.job_id, failed.job_id, trajectories.job_id]
+
+
+def _renumbered(requests: list[Any]) -> list[Any]:
+    """Copies of OTLP requests with each span id replaced by the span's position (span ids
+    are random per export; parents before children, the same order both ways)."""
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+    copies = [
+        trace_service_pb2.ExportTraceServiceRequest.FromString(r.SerializeToString())
+        for r in requests
+    ]
+    spans = [
+        s for r in copies for rs in r.resource_spans for ss in rs.scope_spans for s in ss.spans
+    ]
+    position = {s.span_id: i.to_bytes(8, "big") for i, s in enumerate(spans)}
+    assert len(position) == len(spans)  # the ids were distinct
+    for s in spans:
+        s.span_id = position[s.span_id]
+        if s.parent_span_id:
+            s.parent_span_id = position[s.parent_span_id]
+    return copies
+
+
+def test_bulk_requests_equal_the_sdk_encoding_of_the_spans(tmp_path, monkeypatch):
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+
+    from fxtr.report._otel import job_requests
+    from fxtr.telemetry import job_spans
+
+    monkeypatch.setenv(CAPTURE_CONTENT_VARIABLE, "true")  # messages, tool arguments and results
+    store = open_store(str(tmp_path))
+    for job_id in _jobs_of_every_shape(str(tmp_path)):
+        spans = job_spans(store, job_id)
+        for batch in (3, 10_000):  # a request per 3 spans, and the whole job in one
+            sdk = [encode_spans(spans[i : i + batch]) for i in range(0, len(spans), batch)]
+            ours = job_requests(store, job_id, batch=batch)
+            assert len(ours) == len(sdk) == -(-len(spans) // batch)
+            assert _renumbered(ours) == _renumbered(sdk)
+
+
+def test_the_sdk_exporter_takes_fxtr_s_encoded_requests():
+    """The default export hands its own requests to the SDK exporter's HTTP client: with the
+    SDK fxtr is tested against, the bulk path is the one taken (not the slow fallback)."""
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    from fxtr.telemetry import _http_client
+
+    exporter = OTLPSpanExporter(endpoint="http://127.0.0.1:9/v1/traces")
+    assert _http_client(exporter) is not None
+
+    class Own(OTLPSpanExporter):  # a subclass may change export: it gets ReadableSpans
+        pass
+
+    assert _http_client(Own(endpoint="http://127.0.0.1:9/v1/traces")) is None
+    exporter.shutdown()
+    assert _http_client(exporter) is None
+
+
+def test_the_collector_receives_the_same_spans_from_the_bulk_and_the_sdk_path(
+    tmp_path, receiver, monkeypatch
+):
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    class SdkEncoded(OTLPSpanExporter):  # not the exact class: fxtr leaves encoding to the SDK
+        pass
+
+    endpoint = f"http://127.0.0.1:{receiver.server_port}"
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
+    store = open_store(str(tmp_path))
+    jobs = _jobs_of_every_shape(str(tmp_path))
+    bulk = export_jobs(store, jobs)
+    assert bulk.ok and bulk.jobs == 4
+    received = list(receiver.requests)
+    receiver.requests.clear()
+    exporter = SdkEncoded(endpoint=f"{endpoint}/v1/traces")
+    sdk = export_jobs(store, jobs, exporter=exporter)
+    exporter.shutdown()
+    assert sdk.ok and sdk.spans == bulk.spans == len(_decoded(received))
+    assert _renumbered(received) == _renumbered(receiver.requests)
+    spans = _decoded(received)
+    names = {s["name"] for s in spans}
+    assert {"invoke_agent", "execute_tool lookup", "chat otel-bot", "chat otel-subject"} <= names
+    assert any(s["events"] for s in spans)
+    assert any(s["attributes"].get("fxtr.status") == "failed" for s in spans)
+
+
+def test_bulk_encoding_of_values_that_compare_equal_across_types():
+    """1, True and 1.0 are equal (and hash alike) in Python but three OTLP values; a list is
+    not hashable; an error status keeps its message."""
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import Event
+    from opentelemetry.trace import SpanKind, Status
+
+    from fxtr.report._otel import _ReadableSpans, _Requests
+
+    resource = Resource({"service.name": "fxtr-test"})
+    sdk, ours = _ReadableSpans(7, resource), _Requests(7, resource, batch=100)
+    values = [1, True, 1.0, 0, False, 0.0, "1", ("a", "b"), ["a", "b"], ["a", "b"], b"x"]
+    for i, value in enumerate(values):
+        for sink in (sdk, ours):
+            sink.span(
+                f"s{i}",
+                i + 1,
+                None if i == 0 else 1,
+                {"k": value, "n": i},
+                10 * i,
+                None,
+                SpanKind.CLIENT if i % 2 else SpanKind.INTERNAL,
+                Status(StatusCode.ERROR, f"broke {i}") if i % 3 == 0 else None,
+                [Event("e", {"k": value}, 5)] if i % 4 == 0 else [],
+            )
+    assert ours.requests == [encode_spans(sdk.spans)]
+
+
+def test_the_bulk_path_keeps_the_exporter_s_headers_compression_and_endpoint(
+    tmp_path, receiver, monkeypatch
+):
+    result = run(evaluate, _inputs(), store=str(tmp_path))
+    monkeypatch.setenv(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", f"http://127.0.0.1:{receiver.server_port}/traces"
+    )
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "x-team=evals,x-scope=fxtr")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip")
+    outcome = export_jobs(open_store(str(tmp_path)), [result.job_id])
+    assert outcome.ok and outcome.spans == len(_decoded(receiver.requests)) > 0
+    assert set(receiver.paths) == {"/traces"}
+    for headers in receiver.headers:
+        assert headers["x-team"] == "evals" and headers["x-scope"] == "fxtr"
+        assert headers["content-encoding"] == "gzip"

@@ -24,9 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from typing import Any, TypeAlias
 
 try:
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+    from opentelemetry.sdk.trace import ReadableSpan
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     msg = (
@@ -40,6 +45,7 @@ from fxtr.report._otel import (
     _no_gc,
     _resource,
     capture_content,
+    job_requests,
     job_spans,
     otlp_endpoint,
     trace_id_of,
@@ -52,6 +58,7 @@ __all__ = [
     "ExportOutcome",
     "capture_content",
     "export_jobs",
+    "job_requests",
     "job_spans",
     "otlp_endpoint",
     "trace_id_of",
@@ -94,6 +101,48 @@ def _otlp_exporter() -> SpanExporter:
     return OTLPSpanExporter()
 
 
+def _http_client(exporter: SpanExporter) -> Any:
+    """The SDK exporter's own HTTP client when it takes a request already encoded, else None.
+
+    The SDK's ``OTLPSpanExporter`` (1.45 and later) sends through a client that posts bytes
+    with the exporter's endpoint, headers, compression, TLS, timeout and retries. fxtr hands
+    it the requests ``job_requests`` built; any other exporter (or an SDK without that client)
+    gets ``ReadableSpan``s through its public ``export``.
+    """
+    from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+    if type(exporter) is not OTLPSpanExporter or getattr(exporter, "_shutdown", True):
+        return None
+    client = getattr(exporter, "_client", None)
+    return client if callable(getattr(client, "export", None)) else None
+
+
+_Part: TypeAlias = "ExportTraceServiceRequest | Sequence[ReadableSpan]"
+
+
+def _parts(
+    store: Store, job_id: str, client: Any, capture: bool | None, resource: Any
+) -> list[tuple[_Part, int]]:
+    """A job's requests (for the SDK's client) or slices of spans, each with its span count."""
+    if client is not None:
+        requests = job_requests(store, job_id, capture=capture, resource=resource, batch=BATCH)
+        return [(r, _count(r)) for r in requests]
+    spans = job_spans(store, job_id, capture=capture, resource=resource)
+    return [(spans[i : i + BATCH], len(spans[i : i + BATCH])) for i in range(0, len(spans), BATCH)]
+
+
+def _count(request: ExportTraceServiceRequest) -> int:
+    return sum(len(ss.spans) for rs in request.resource_spans for ss in rs.scope_spans)
+
+
+def _send(exporter: SpanExporter, client: Any, part: _Part) -> SpanExportResult:
+    """One request: serialized for the SDK's client, else spans through ``export``."""
+    if isinstance(part, ExportTraceServiceRequest):
+        result = client.export(part.SerializeToString())
+        return SpanExportResult.SUCCESS if result.success else SpanExportResult.FAILURE
+    return exporter.export(part)
+
+
 def export_jobs(
     store: Store,
     job_ids: Iterable[str],
@@ -128,17 +177,19 @@ def export_jobs(
     quiet.propagate = False  # the exporter's own messages become fxtr's one warning
     try:
         target = _otlp_exporter() if exporter is None else exporter
+        client = _http_client(target)
         resource = _resource()
         for job_id in job_ids:
             try:
-                spans = job_spans(store, job_id, capture=capture, resource=resource)
+                parts = _parts(store, job_id, client, capture, resource)
             except Exception as exc:
                 outcome.error = f"job {job_id} could not be read: {type(exc).__name__}: {exc}"
                 break
-            for i in range(0, len(spans), BATCH):
+            left = sum(n for _, n in parts)
+            for part, n in parts:
                 try:
                     with _no_gc():
-                        result = target.export(spans[i : i + BATCH])
+                        result = _send(target, client, part)
                 except Exception as exc:
                     result = SpanExportResult.FAILURE
                     remember.messages.append(f"{type(exc).__name__}: {exc}")
@@ -147,11 +198,12 @@ def export_jobs(
                     cause = f" ({redact(remember.messages[-1])})" if remember.messages else ""
                     outcome.error = (
                         f"the OpenTelemetry export{where} failed{cause}; "
-                        f"{len(spans) - i} spans of job {job_id} and any later jobs were not "
+                        f"{left} spans of job {job_id} and any later jobs were not "
                         "sent. Check OTEL_EXPORTER_OTLP_ENDPOINT and that the collector runs."
                     )
                     break
-                outcome.spans += len(spans[i : i + BATCH])
+                outcome.spans += n
+                left -= n
             if outcome.error is not None:
                 break
             outcome.jobs += 1

@@ -13,7 +13,7 @@ from typing import Any
 
 from fxtr.experiment._array import Array
 from fxtr.experiment._definition import WorkflowDefinition
-from fxtr.experiment._encoding import EncodingError, encode_text
+from fxtr.experiment._encoding import EncodingError, encode_text, fingerprint_text
 from fxtr.experiment._engine import Run
 from fxtr.experiment._entity import Entity
 from fxtr.experiment._handle import make_handle
@@ -103,3 +103,8 @@ def root_kwargs(
                 raise SignatureError(msg)
             b.node.value_type = b.param.value_type
     return {**{b.param.name: make_handle(b.node) for b in bindings}, **concrete}
+
+
+def input_fingerprint(inputs: Mapping[str, Any]) -> str:
+    """A fingerprint of a job's inputs (the plugin keys its resume pointer on it)."""
+    return fingerprint_text(encode_text(dict(inputs)))
