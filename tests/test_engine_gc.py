@@ -68,6 +68,6 @@ def test_a_tuned_frozen_or_disabled_collector_is_left_as_it_is(tmp_path, collect
     gc.freeze()  # the process froze its own heap (before forking workers, say)
     frozen = gc.get_freeze_count()
     run(job, {"n": 3}, store=tmp_path / "c", verify=False)
-    assert seen[-1][0][0] == JOB_THRESHOLD and seen[-1][1] >= frozen
-    assert gc.get_freeze_count() >= frozen  # not thawed by the job
+    assert seen[-1][0][0] == JOB_THRESHOLD and seen[-1][1] > frozen // 2
+    assert gc.get_freeze_count() > frozen // 2  # not thawed (frozen objects may still die)
     gc.unfreeze()
