@@ -16,9 +16,10 @@ trajectory from its record (``fxtr.agents._memo``): one read of all the records 
 all their steps' entries, then every step recorded from the cache, about 0.2 ms per turn
 (it was 1.4 ms replaying step by step).
 
-So at 0.5 s a call the loop waits on the model and fxtr's cost is hidden (cold about 1.1x);
-with a mock that answers in 50-100 ms at concurrency 32 fxtr is CPU-bound (cold 1.5-2x on
-the loaded 2-core machine, figures in docs/benchmarks.md).
+So at 0.5 s a call the loop waits on the model and fxtr's cost is hidden: cold 1.05x,
+cached rerun 53x faster (load 1.5; 1.13x and 26x at load 5). With a mock that answers in
+50-100 ms at concurrency 32 fxtr is CPU-bound: cold 1.34x at 100 ms, 1.71x at 50 ms (load
+1.5). Figures in docs/benchmarks.md.
 """
 
 from __future__ import annotations
