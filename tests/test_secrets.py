@@ -128,3 +128,15 @@ def test_a_key_given_to_a_client_is_redacted_without_its_prefix_too() -> None:
     OpenAIChatAPI("gpt-4o-mini", api_key=key)
     bare = key.removeprefix("sk-proj-")
     assert secrets.redact(f"echo {bare} end") == "echo [redacted] end"
+
+
+def test_a_base64_run_judged_clean_is_redacted_once_its_credential_is_known() -> None:
+    # each base64 run is decoded once and its verdict remembered: a verdict belongs to the
+    # credentials known when it was made, never to the ones registered after it
+    late = "late-registered-credential-5c4b3a"
+    run = base64.b64encode(f"user:{late}".encode()).decode()
+    text = f"Authorization: Basic {run}"
+    assert secrets.redact(text) == text
+    assert secrets.redact(text) == text  # the remembered verdict
+    secrets.register(late)
+    assert secrets.redact(text) == "Authorization: Basic [redacted]"

@@ -163,10 +163,39 @@ def _hides_secret(run: str, decoded: re.Pattern[bytes]) -> bool:
     return any(decoded.search(data) for data in _decodings(run))
 
 
+_RUNS_SEEN_MAX = 65_536
+"""Base64 runs whose verdict :func:`redact` remembers before it starts afresh."""
+_runs_seen: tuple[re.Pattern[bytes] | None, dict[str, bool]] = (None, {})
+
+
+def _verdicts(decoded: re.Pattern[bytes]) -> dict[str, bool]:
+    """Whether each base64 run seen hides a credential, for the credentials known now.
+
+    A record's runs repeat from record to record (field names, addresses, ids): each is
+    decoded once. The verdicts belong to one ``decoded`` pattern, which is compiled anew
+    whenever the known credentials change, so a new credential is never judged by an old
+    verdict.
+    """
+    global _runs_seen
+    pattern, seen = _runs_seen
+    if pattern is not decoded or len(seen) >= _RUNS_SEEN_MAX:
+        seen = {}
+        _runs_seen = (decoded, seen)
+    return seen
+
+
 def _redact_base64(text: str, decoded: re.Pattern[bytes]) -> str:
-    # the runs are found in C and each distinct one checked once; only a text with a run
-    # that hides a credential is rewritten (most texts hold digests and words only)
-    hiding = {run for run in set(_B64_RUN.findall(text)) if _hides_secret(run, decoded)}
+    # the runs are found in C and each distinct one checked once (and remembered across
+    # texts: see ``_verdicts``); only a text with a run that hides a credential is rewritten
+    # (most texts hold digests and words only)
+    seen = _verdicts(decoded)
+    hiding = set()
+    for run in set(_B64_RUN.findall(text)):
+        hides = seen.get(run)
+        if hides is None:
+            hides = seen[run] = _hides_secret(run, decoded)
+        if hides:
+            hiding.add(run)
     if not hiding:
         return text
     return _B64_RUN.sub(lambda m: REDACTED if m.group(0) in hiding else m.group(0), text)

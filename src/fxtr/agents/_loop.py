@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 import fxtr.evals._evaluate as kit  # a module: the kit imports this package half-way
+from fxtr.agents import _memo as memo
 from fxtr.agents._scorers import grade_trajectory
 from fxtr.agents._tool import Tool, import_path
 from fxtr.agents._types import (
@@ -320,6 +321,38 @@ def user_request(user: UserSim, case: Case, messages: list[Message]) -> ModelReq
     return ModelRequest(context=tuple(seen), sampling=user.model.sampling)
 
 
+class _Requests:
+    """A trajectory's turn requests, each message encoded once rather than every turn.
+
+    A request's canonical text is its head (``{"$entity":...,"v":{"context":[``), the
+    canonical texts of its messages joined by commas, and its tail (the tools and sampling,
+    the same every turn): byte for byte what encoding the whole request gives (``context``
+    is the first field in key order; a request whose encoding does not have that shape is
+    encoded whole). So a turn costs the encoding of its new messages, not of the whole
+    conversation, and its fingerprint is the one it always had.
+    """
+
+    def __init__(self, specs: tuple[ToolSpec, ...], sampling: Sampling | None) -> None:
+        self.specs, self.sampling = specs, sampling
+        empty = encode_text(ModelRequest(context=(), tools=specs, sampling=sampling))
+        marker = '"v":{"context":['
+        at = empty.find(marker)
+        self.split: tuple[str, str] | None = None
+        if at > 0 and empty.startswith('{"$entity":') and empty[at + len(marker)] == "]":
+            cut = at + len(marker)
+            self.split = (empty[:cut], empty[cut:])
+        self.texts: list[str] = []
+
+    def request(self, messages: list[Message]) -> tuple[ModelRequest, str | None]:
+        """The request of the conversation so far and its canonical text (None: unknown)."""
+        request = ModelRequest(context=tuple(messages), tools=self.specs, sampling=self.sampling)
+        if self.split is None:
+            return request, None
+        self.texts.extend(encode_text(m) for m in messages[len(self.texts) :])
+        head, tail = self.split
+        return request, head + ",".join(self.texts) + tail
+
+
 class _Waiting(Exception):
     """A step of the trajectory failed or awaits review: the loop cannot go on."""
 
@@ -350,11 +383,20 @@ async def agent_loop(
     skipped and the job ends ``failed`` or ``needs_review`` as that step says, and a resume
     replays the same operations up to it and goes on).
     """
+    key = None
+    if memo.usable(context._run):
+        model_ref, case_ref = await model.item(), await case.item()
+        key = memo.record_key(agent, model_ref, case_ref, context.sample)
+        served = await memo.serve(context, key)
+        if served is not None:  # every step as it was: recorded from the cache, not rerun
+            return served  # type: ignore[return-value]  # a scalar handle
     try:
         trajectory = await _run(context, agent, model, case)
     except _Waiting as waiting:
         return waiting.handle  # type: ignore[return-value]  # a scalar handle
     done = context.run_step("trajectory", finish, {"trajectory": await context.store(trajectory)})
+    if key is not None:
+        await memo.keep(context, key, done)
     return done  # type: ignore[return-value]
 
 
@@ -384,6 +426,7 @@ async def _run(
         )
         env = built.state
     totals = _Totals()
+    requests = _Requests(specs, sampling)
     stored: dict[str, BoundID[Tool]] = {}
     simulated: list[int] = []
     answer: str | None = None
@@ -393,14 +436,10 @@ async def _run(
         stop = totals.limit(agent)
         if stop is not None:
             break
-        request = ModelRequest(context=tuple(messages), tools=specs, sampling=sampling)
+        request, text = requests.request(messages)
+        ref = await context._run.store_entity(request, text)
         t: Turn = await _value(
-            context,
-            context.run_step(
-                f"turn[{i}]",
-                turn,
-                {"model": model_handle, "request": await context.store(request)},
-            ),
+            context, context.run_step(f"turn[{i}]", turn, {"model": model_handle, "request": ref})
         )
         totals.add_turn(t)
         text = t.response.text

@@ -54,6 +54,7 @@ from fxtr.experiment._encoding import (
 )
 from fxtr.experiment._entity import BoundID, Entity
 from fxtr.experiment._executor import LOCAL
+from fxtr.experiment._gc import job_collection
 from fxtr.experiment._graph import (
     SAMPLE,
     SAMPLE_DIM,
@@ -193,6 +194,10 @@ class Run:
 
     async def drive(self, root: Coroutine[Any, Any, Any]) -> Any:
         """Run the root body and everything it schedules; raise the first fatal error."""
+        with job_collection():  # fewer collections while the pass runs (``_gc``)
+            return await self._drive(root)
+
+    async def _drive(self, root: Coroutine[Any, Any, Any]) -> Any:
         root_task = self.spawn(root)
         watchdog = None
         if self.mode == "live":
@@ -322,11 +327,13 @@ class Run:
 
     # entities -------------------------------------------------------------------------
 
-    async def store_entity(self, entity: Entity) -> BoundID[Any]:
+    async def store_entity(self, entity: Entity, text: str | None = None) -> BoundID[Any]:
+        """Store an entity; ``text``, when given, is its canonical text (``encode_text``)."""
         if not isinstance(entity, Entity):
             msg = f"store() takes an Entity, got {type(entity).__name__}. Define an Entity for it."
             raise TypeError(msg)
-        text = encode_text(entity)
+        if text is None:
+            text = encode_text(entity)
         ref: BoundID[Any] = BoundID(fingerprint_text(text), type(entity))
         if ref.id not in self.entities:
             self.entities[ref.id] = entity
@@ -611,16 +618,19 @@ class Run:
                 del plans, got
                 await asyncio.sleep(0)  # a chunk served from the cache never suspends
 
-        pumps = [asyncio.ensure_future(pump()) for _ in range(STREAM_PUMPS)]
-        try:
-            await asyncio.gather(*pumps)
-        except BaseException:
-            # a pump that raised (a DeterminismError, a store error) stops its siblings:
-            # none goes on claiming and running chunks behind the job's back
-            for task in pumps:
-                task.cancel()
-            await asyncio.gather(*pumps, return_exceptions=True)
-            raise
+        if len(combos) <= chunk:  # one chunk (an agent's turn, a scalar step): no siblings
+            await pump()
+        else:
+            pumps = [asyncio.ensure_future(pump()) for _ in range(STREAM_PUMPS)]
+            try:
+                await asyncio.gather(*pumps)
+            except BaseException:
+                # a pump that raised (a DeterminismError, a store error) stops its siblings:
+                # none goes on claiming and running chunks behind the job's back
+                for task in pumps:
+                    task.cancel()
+                await asyncio.gather(*pumps, return_exceptions=True)
+                raise
         node.future.set_result(
             assemble(
                 op.address,

@@ -16,7 +16,7 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 from fxtr.experiment._array import Array
-from fxtr.experiment._encoding import EncodingError, encode_text, fingerprint_text
+from fxtr.experiment._encoding import EncodingError, decode_text, encode_text, fingerprint_text
 from fxtr.experiment._entity import BoundID, Entity
 from fxtr.experiment._graph import Value
 from fxtr.experiment._records import Invocation
@@ -102,7 +102,11 @@ async def invoke(
     batch.released.append(address)
     run.held.discard(address)
     run.finish(inv)
-    return Value(value if not isinstance(value, Entity) else BoundID.of(value))
+    if not isinstance(value, Entity):
+        return Value(value)
+    if text.startswith('{"$ref":'):  # stored by encode_result: its reference, not encoded again
+        return Value(decode_text(text))
+    return Value(BoundID.of(value))
 
 
 def code_reached(calls: list[dict[str, Any]]) -> dict[str, str] | None:

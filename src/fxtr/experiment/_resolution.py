@@ -215,7 +215,10 @@ async def _claim_and_run(
     queue = iter(mine)
     workers = [worker(queue) for _ in range(min(len(mine), run.concurrency))]
     waits = [_wait_one(run, step, plans, bindings, i, r, out) for i, r in theirs]
-    await asyncio.gather(*workers, *waits)
+    if len(workers) + len(waits) == 1:  # one invocation (an agent's turn): no task for it
+        await (workers or waits)[0]
+    else:
+        await asyncio.gather(*workers, *waits)
 
 
 async def _wait_one(
