@@ -7,7 +7,7 @@ import json
 from typing import Annotated, Any
 
 from fxtr import Array, ArrayHandle, StepContext, WorkflowContext, launch, resume, step, workflow
-from fxtr.experiment._engine import STREAM_CHUNK, STREAM_PUMPS
+from fxtr.experiment._stream import STREAM_CHUNK, STREAM_PUMPS
 from fxtr.store import Batch, open_store
 
 N = 4 * STREAM_CHUNK * STREAM_PUMPS // 2

@@ -7,9 +7,9 @@ parent's address and its name) and becomes a task that waits for its inputs and 
 into invocations. The parts, each in its own module, and who calls whom:
 
 - ``_binding``: inputs checked against the callee and planned into invocations (called
-  here when an operation is scheduled and when its inputs are resolved); a step operation
-  is planned and resolved as a stream of chunks (``STREAM_CHUNK``, ``STREAM_PUMPS`` in
-  flight), so its first invocations start before the last are planned;
+  here when an operation is scheduled and when its inputs are resolved);
+- ``_stream``: a step operation planned and resolved as a stream of chunks, so its first
+  invocations start before the last are planned (spawned here for each step operation);
 - ``_resolution``: each invocation from the record, the cache, a claim, or a run, with the
   conflict policy in one place (called here per step operation);
 - ``_invocation``: a step run through the executor (called by ``_resolution`` only);
@@ -29,7 +29,6 @@ import contextvars
 import itertools
 import logging
 import time
-import typing
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -42,7 +41,6 @@ from fxtr.experiment._binding import (
     bind,
     check_samples,
     key_suffix,
-    plan_stream,
     result_dims,
     slicer,
 )
@@ -70,8 +68,8 @@ from fxtr.experiment._handle import ArrayHandle, make_handle
 from fxtr.experiment._heartbeat import LEASE, Heartbeat
 from fxtr.experiment._records import Invocation, WorkflowRun
 from fxtr.experiment._replay import check_ops_complete, record_op
-from fxtr.experiment._resolution import resolve
 from fxtr.experiment._signature import Param
+from fxtr.experiment._stream import run_step_op
 from fxtr.experiment._types import Dim, is_assignable, is_entity_type
 from fxtr.experiment._watchdog import LoopWatchdog
 from fxtr.experiment.errors import SignatureError, UpstreamFailedError
@@ -79,7 +77,7 @@ from fxtr.store._base import DEFAULT_KEEP, is_outage
 
 if TYPE_CHECKING:
     from fxtr.experiment._context import WorkflowContext
-    from fxtr.experiment._definition import StepDefinition, WorkflowDefinition
+    from fxtr.experiment._definition import WorkflowDefinition
     from fxtr.store import Batch, Store
 
 __all__ = [
@@ -98,11 +96,6 @@ log = logging.getLogger("fxtr")
 Mode = Literal["live", "verify"]
 FLUSH_EVERY = 512
 """Invocation records a batch holds at most before it is committed."""
-STREAM_CHUNK = 512
-"""Invocations of a step operation planned and resolved together (at least ``concurrency``)."""
-STREAM_PUMPS = 3
-"""Chunks of one operation in flight at once: while one waits on its slowest invocations,
-the others keep ``concurrency`` steps busy."""
 VALUES_SEEN_MAX = 16_384
 """Input fingerprints a pass remembers as queued before it starts afresh (a value queued
 again is written again, the same text under the same key: only memory is saved)."""
@@ -429,7 +422,7 @@ class Run:
         node = Node(self, dims, value_type, address, f"{kind} {callee.name!r}")
         op = Operation(address, bindings, map_over, samples, ctx.sample)
         if kind == "step":
-            self.spawn(self._step_op(op, callee, node))
+            self.spawn(run_step_op(self, op, callee, node))
             return make_handle(node)
         self.spawn(self._workflow_op(op, callee, concrete, node))
         return make_handle(node) if result is not None else None
@@ -581,64 +574,3 @@ class Run:
             why = record.error if record else "it did not return"
             return Value(None, cause=f"workflow {wf_name!r} at {address!r} was skipped ({why})")
         return transposed(await child.future, dims)
-
-    # step operations ------------------------------------------------------------------
-
-    async def _step_op(self, op: Operation, step: StepDefinition[..., Any], node: Node) -> None:
-        values = [await b.node.future for b in op.bindings]
-        result_param = step.signature.result
-        assert result_param is not None
-        cause = next((v.cause for v in values if v.cause), None)
-        if cause is not None:
-            node.future.set_result(Value(None, cause=cause))
-            return
-        chunk = max(STREAM_CHUNK, self.concurrency)
-        combos, chunks = plan_stream(self, op, step, values, chunk)
-        outcomes: list[Value | None] = [None] * len(combos)
-
-        async def pump() -> None:
-            # each pump takes the next chunk of plans (the iterator plans it on demand),
-            # resolves it (record, cache, claim, run) and puts its outcomes in place
-            for start, plans, texts in chunks:
-                loader = getattr(self.prior, "load", None)
-                if loader is not None:  # an earlier attempt's records, read a chunk at a time
-                    loader([p.address for p in plans], self.mode == "verify")
-                    # the inputs an earlier record names were stored with it: not again
-                    for p in plans:
-                        recorded = self.prior.get(p.address)
-                        if recorded is not None:
-                            for fp in recorded.input_fingerprints.values():
-                                texts.pop(fp, None)
-                if texts:
-                    self.queue().values.update(texts)
-                got = await resolve(self, step, plans, op.bindings)
-                if loader is not None:
-                    self.prior.forget([p.address for p in plans])  # type: ignore[attr-defined]
-                outcomes[start : start + len(got)] = got
-                del plans, got
-                await asyncio.sleep(0)  # a chunk served from the cache never suspends
-
-        if len(combos) <= chunk:  # one chunk (an agent's turn, a scalar step): no siblings
-            await pump()
-        else:
-            pumps = [asyncio.ensure_future(pump()) for _ in range(STREAM_PUMPS)]
-            try:
-                await asyncio.gather(*pumps)
-            except BaseException:
-                # a pump that raised (a DeterminismError, a store error) stops its siblings:
-                # none goes on claiming and running chunks behind the job's back
-                for task in pumps:
-                    task.cancel()
-                await asyncio.gather(*pumps, return_exceptions=True)
-                raise
-        node.future.set_result(
-            assemble(
-                op.address,
-                node,
-                combos,
-                result_param.dims,
-                typing.cast("list[Value]", outcomes),
-                f"step {step.name!r}",
-                sampled=op.samples is not None,
-            )
-        )
