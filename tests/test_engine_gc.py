@@ -5,7 +5,6 @@ when the job ends, whether it succeeded or raised."""
 from __future__ import annotations
 
 import gc
-import weakref
 
 import pytest
 
@@ -72,19 +71,3 @@ def test_a_tuned_frozen_or_disabled_collector_is_left_as_it_is(tmp_path, collect
     assert seen[-1][0][0] == JOB_THRESHOLD and seen[-1][1] > frozen // 2
     assert gc.get_freeze_count() > frozen // 2  # not thawed (frozen objects may still die)
     gc.unfreeze()
-
-
-class _Cycle:
-    me: _Cycle | None = None
-
-
-def test_garbage_left_when_a_job_starts_is_collected_not_frozen(tmp_path, collector):
-    """Frozen garbage would stay alive (and in the peak memory) for the whole job."""
-    cycle = _Cycle()
-    cycle.me = cycle
-    gc.collect()  # still reachable: it survives into the oldest generation
-    ref = weakref.ref(cycle)
-    del cycle  # garbage now, which only a full collection frees
-    assert ref() is not None
-    assert run(job, {"n": 2}, store=tmp_path, verify=False).status == "succeeded"
-    assert ref() is None
