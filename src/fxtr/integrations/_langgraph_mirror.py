@@ -12,7 +12,6 @@ module, so the handler can call it without an import circle.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import threading
 from collections.abc import Sequence
@@ -23,6 +22,7 @@ from langgraph.errors import GraphBubbleUp
 from fxtr.integrations import _langgraph_records as limits
 from fxtr.integrations._langgraph_records import (
     _BOOKKEEPING,
+    _CANCELLED,
     _OUTCOMES,
     ERROR,
     INTERRUPT,
@@ -350,7 +350,7 @@ class _Mirror:
                 self._learn_checkpoint(state, task.step, checkpoint_id)
             if ERROR in channels:
                 error = next(v for c, v in writes if c == ERROR)
-                if isinstance(error, asyncio.CancelledError):
+                if isinstance(error, _CANCELLED):
                     self._outcome(task, "cancelled", None)
                 else:
                     exc = error if isinstance(error, BaseException) else RuntimeError(str(error))

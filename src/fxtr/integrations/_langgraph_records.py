@@ -10,7 +10,9 @@ namespace syntax it knows are LangGraph's wire format, as plain strings.
 
 from __future__ import annotations
 
+import asyncio
 import collections
+import concurrent.futures
 from typing import Any
 
 from fxtr.tracing import Node, NodeStatus, TaskGraph, TaskScope
@@ -26,6 +28,10 @@ _BOOKKEEPING = frozenset({RESUME, SCHEDULED, "__error_source_node__"})
 """Channels LangGraph writes for a task that say nothing about how it ran."""
 _OUTCOMES = frozenset({ERROR, INTERRUPT})
 _INTERNAL = frozenset({"__start__", "__end__"})
+_CANCELLED = (asyncio.CancelledError, concurrent.futures.CancelledError)
+"""What a cancelled task's error is: an async one's ``asyncio.CancelledError``, or the
+``concurrent.futures.CancelledError`` of a sync task whose future LangGraph cancelled
+before a worker thread started it (a sibling raised): it never ran, it did not fail."""
 MAX_TASKS = 2048
 """Task records kept per thread (then the oldest are dropped: a rerun of a task that old is
 recorded without ``depends_on``)."""

@@ -13,7 +13,6 @@ time.
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import contextvars
 import logging
@@ -26,7 +25,7 @@ from langchain_core.tracers.context import register_configure_hook
 from langgraph.errors import GraphBubbleUp, GraphInterrupt
 
 from fxtr.integrations import _langgraph_records as limits
-from fxtr.integrations._langgraph_records import _INTERNAL, _task_id_of
+from fxtr.integrations._langgraph_records import _CANCELLED, _INTERNAL, _task_id_of
 from fxtr.tracing import NodeStatus, current_frame
 
 if TYPE_CHECKING:
@@ -157,7 +156,7 @@ class _TaskWatcher(BaseCallbackHandler):
             self._end(run_id, "interrupted", None)
         elif isinstance(error, GraphBubbleUp):
             self._end(run_id, "succeeded", None)  # a Command for the parent graph
-        elif isinstance(error, asyncio.CancelledError):
+        elif isinstance(error, _CANCELLED):
             self._end(run_id, "cancelled", None)
         else:
             self._end(run_id, "failed", error)
