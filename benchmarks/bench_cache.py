@@ -133,13 +133,11 @@ def against(ref: str) -> None:
     import subprocess
     from pathlib import Path
 
+    from benchmarks.bench_bigeval import _baseline_src
+
     repo = Path(__file__).resolve().parent.parent
     tmp = Path(tempfile.mkdtemp(prefix="bench-cache-ref-"))
-    archive = subprocess.run(
-        ["git", "archive", ref, "src"], cwd=repo, capture_output=True, check=True
-    ).stdout
-    subprocess.run(["tar", "-x", "-C", str(tmp)], input=archive, check=True)
-    trees = {"this tree": repo / "src", ref: tmp / "src"}
+    trees = {"this tree": repo / "src", ref: _baseline_src(ref, tmp)}
     best = dict.fromkeys(trees, float("inf"))
     for r in range(3):
         for label, src in trees.items():
