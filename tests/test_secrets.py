@@ -140,3 +140,83 @@ def test_a_base64_run_judged_clean_is_redacted_once_its_credential_is_known() ->
     assert secrets.redact(text) == text  # the remembered verdict
     secrets.register(late)
     assert secrets.redact(text) == "Authorization: Basic [redacted]"
+
+
+def _reference_redact(text: str) -> str:
+    """``redact`` without its shortcuts: every base64 run decoded, every pattern applied."""
+    pattern, decoded = secrets._patterns()
+    text = secrets._B64_RUN.sub(
+        lambda m: "[redacted]" if secrets._hides_secret(m.group(0), decoded) else m.group(0),
+        text,
+    )
+    if pattern is not None:
+        text = pattern.sub("[redacted]", text)
+    return secrets._KEY_LIKE.sub("[redacted]", text)
+
+
+@given(st.from_regex(secrets._KEY_LIKE, fullmatch=True))
+def test_every_key_shaped_text_starts_as_the_shortcut_expects(text: str) -> None:
+    # redact skips the key-shaped pattern where none of these is in the text
+    assert text.startswith(secrets._KEY_LIKE_STARTS)
+
+
+_ODD = "pw~~~???~~>>??zz"
+"""A credential whose base64 holds ``+`` and ``/`` (``-`` and ``_`` in the URL-safe one)."""
+_HIDDEN = st.sampled_from(
+    [KEY, KEY.removeprefix("sk-proj-"), _ODD, "sk-abcdef123", "sk-ant-a*b-c_d9", "Bearer\tq", "x"]
+)
+
+
+def _encoded(before: str, hidden: str, after: str, urlsafe: bool, padded: bool) -> str:
+    data = (before + hidden + after).encode()
+    text = (base64.urlsafe_b64encode if urlsafe else base64.b64encode)(data).decode()
+    return text if padded else text.rstrip("=")
+
+
+_PIECE = st.one_of(
+    # before: any alignment of what is hidden in the decoded text
+    st.builds(
+        _encoded,
+        st.text('ab:{}" \n-_é', max_size=4),
+        _HIDDEN,
+        st.text('xy:"}', max_size=4),
+        st.booleans(),
+        st.booleans(),
+    ),
+    st.text("0123456789abcdef", min_size=12, max_size=70),  # digests
+    st.text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_=", max_size=30),
+    st.sampled_from([" ", "\n", '"', ":", ",", "{}", "é", KEY[:12]]),
+)
+
+
+@given(st.lists(_PIECE, max_size=12).map("".join), st.booleans())
+def test_redaction_with_its_shortcuts_is_redaction_without_them(text: str, known: bool) -> None:
+    """The substring checks ``redact`` starts with (``_may_hide``, ``_KEY_LIKE_STARTS``)
+    never let through what finding and decoding every base64 run would redact."""
+    secrets._env_seen = (-1.0, frozenset())
+    with pytest.MonkeyPatch.context() as mp:
+        for name in [n for n in secrets.os.environ if secrets._SECRET_NAME.search(n.upper())]:
+            mp.delenv(name)
+        mp.setattr(secrets, "_registered", {_ODD} if known else set())
+        if known:
+            mp.setenv("OPENAI_API_KEY", KEY)
+        secrets._env_seen = (-1.0, frozenset())
+        assert secrets.redact(text) == _reference_redact(text)
+    secrets._env_seen = (-1.0, frozenset())
+
+
+def test_a_record_of_digests_and_words_is_cleared_without_decoding_a_run(
+    key_in_env: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(secrets, "_registered", set())  # only the key in the environment
+    record = (
+        '{"address": "bench.grid/add[x=0,y=0]", "step": "bench.add", "status": "succeeded", '
+        '"fingerprint": "5678bef0f73f17b79a45ea64b45105dece7d2279d2501cb0e619229f3ce62838", '
+        '"input_fingerprints": {"a": "bc7ae12235cf5b0873a4d4587f19427c08345b78cfca253ef5"}}'
+    )
+    _, decoded = secrets._patterns()
+    assert not secrets._may_hide(record, decoded)
+    for before in ("", "u", "us"):  # the three byte alignments of the key in the decoding
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            run = encode(f"{before}:{KEY[8:]}".encode()).decode()
+            assert secrets._may_hide(f"{record} {run}", decoded), run

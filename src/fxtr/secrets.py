@@ -40,6 +40,9 @@ _SECRET_NAME = re.compile(
 )
 _PREFIXES = ("sk-ant-api03-", "sk-ant-", "sk-proj-", "sk-or-v1-", "sk-", "gsk_", "xai-", "AIza")
 _KEY_LIKE = re.compile(r"(sk-(?:ant-)?[A-Za-z0-9_\-\*]{6,}|Bearer\s+[^\s\"',;]+)")
+_KEY_LIKE_STARTS = ("sk-", "Bearer")
+"""What every match of ``_KEY_LIKE`` starts with (a test checks it): a text without them
+has nothing key-shaped, which two substring searches tell faster than the pattern."""
 _MIN_LENGTH = 8
 _B64_RUN = re.compile(r"[A-Za-z0-9+/_\-]{12,}={0,2}")
 """A run of base64 characters (standard or URL-safe) long enough to hold an 8-character key."""
@@ -52,6 +55,44 @@ _cache: tuple[frozenset[str], tuple[re.Pattern[str] | None, re.Pattern[bytes]]] 
     frozenset(),
     (None, re.compile(_KEY_LIKE.pattern.encode())),
 )
+
+
+def _fixed_characters(literal: bytes) -> list[str]:
+    """The base64 characters that ``literal`` alone determines, at each byte alignment.
+
+    Decoded base64 that holds ``literal`` at a byte offset ``a`` (mod 3) comes from
+    characters among which are, in a row, those whose six bits all fall inside ``literal``'s
+    bytes: these (standard alphabet) for ``a`` = 0, 1, 2. A base64 run whose decoding (at any
+    of its alignments, URL-safe characters translated) holds ``literal`` therefore holds
+    one of them, translated.
+    """
+    out = []
+    for a in range(3):
+        encoded = base64.b64encode(b"\0" * a + literal).decode()
+        out.append(encoded[-(-8 * a // 6) : 8 * (a + len(literal)) // 6])
+    return out
+
+
+_HINTS_MAX = 16
+"""Hints past which finding every run is the faster check (each hint is one search)."""
+
+
+def _hints_for(plain: list[bytes]) -> tuple[str, ...] | None:
+    """What a text must hold to hide one of ``plain``, or anything key-shaped, in base64.
+
+    The characters each determines (``_fixed_characters``), to find in the text with its
+    URL-safe characters translated. A form that holds another (a key holds itself without
+    its prefix) needs no hints of its own. None where there would be more than
+    ``_HINTS_MAX``.
+    """
+    literals = [*plain, *(start.encode() for start in _KEY_LIKE_STARTS)]
+    least = [lit for lit in literals if not any(o != lit and o in lit for o in literals)]
+    hints = {f for lit in least for f in _fixed_characters(lit)}
+    return tuple(sorted(hints)) if len(hints) <= _HINTS_MAX else None
+
+
+_hints: tuple[re.Pattern[bytes], tuple[str, ...] | None] = (_cache[1][1], _hints_for([]))
+"""The decoded pattern of ``_patterns`` and the hints (``_hints_for``) of its credentials."""
 _env_seen: tuple[float, frozenset[str]] = (-1.0, frozenset())
 _ENV_REFRESH = 0.5
 """Seconds between two reads of the environment (redaction runs once per written record)."""
@@ -109,7 +150,7 @@ def _patterns() -> _Patterns:
     The second is what a decoded base64 run is searched with: the credentials as they are and
     without their prefix, and anything shaped like a provider key.
     """
-    global _cache, _env_seen
+    global _cache, _env_seen, _hints
     now = time.monotonic()
     fresh = frozenset(_env_secrets()) if now - _env_seen[0] > _ENV_REFRESH else None
     with _lock:  # nothing under the lock logs or reads the environment
@@ -128,6 +169,7 @@ def _patterns() -> _Patterns:
         texts = [re.escape(f.encode()) for f in sorted(plain, key=len, reverse=True)]
         decoded = re.compile(b"|".join([*texts, _KEY_LIKE.pattern.encode()]))
         _cache = (secrets, (compiled, decoded))
+        _hints = (decoded, _hints_for([f.encode() for f in plain]))
         return _cache[1]
 
 
@@ -184,10 +226,26 @@ def _verdicts(decoded: re.Pattern[bytes]) -> dict[str, bool]:
     return seen
 
 
+def _may_hide(text: str, decoded: re.Pattern[bytes]) -> bool:
+    """False where no base64 run of ``text`` can decode to what ``decoded`` finds.
+
+    A few substring searches (``_hints``) instead of finding every run: most texts written
+    (records of digests, ids and words) hold none of the hints.
+    """
+    pattern, hints = _hints
+    if pattern is not decoded or hints is None:  # no shortcut
+        return True
+    if "-" in text or "_" in text:
+        text = text.replace("-", "+").replace("_", "/")
+    return any(hint in text for hint in hints)
+
+
 def _redact_base64(text: str, decoded: re.Pattern[bytes]) -> str:
     # the runs are found in C and each distinct one checked once (and remembered across
     # texts: see ``_verdicts``); only a text with a run that hides a credential is rewritten
-    # (most texts hold digests and words only)
+    # (most texts hold digests and words only, and most of those none of the hints)
+    if not _may_hide(text, decoded):
+        return text
     seen = _verdicts(decoded)
     hiding = set()
     for run in set(_B64_RUN.findall(text)):
@@ -209,6 +267,8 @@ def redact(text: str) -> str:
     text = _redact_base64(text, decoded)
     if pattern is not None:
         text = pattern.sub(REDACTED, text)
+    if not any(start in text for start in _KEY_LIKE_STARTS):
+        return text
     return _KEY_LIKE.sub(REDACTED, text)
 
 
