@@ -188,6 +188,32 @@ def test_the_digest_follows_the_code_a_reply_reaches():
     assert _MOCKS["why-small"].code == reply_digest(_answer)
 
 
+def test_a_reply_function_is_read_once_however_many_mocks_use_it(monkeypatch):
+    """A step that makes its ``MockModelAPI`` per call digests the same function each time:
+    its source is read and parsed once (it took ~1.5 ms a call), what it reads every time."""
+    import inspect
+
+    from fxtr.models import MockModelAPI, _mock
+
+    reads = []
+    getsource = inspect.getsource
+    monkeypatch.setattr(_mock.inspect, "getsource", lambda fn: reads.append(fn) or getsource(fn))
+    table = {"a": "1"}
+
+    def reply(request):
+        return table["a"]
+
+    first = MockModelAPI("memo-a", reply).code
+    assert MockModelAPI("memo-b", reply).code == first and len(reads) == 1
+    table["a"] = "2"  # what it closes over is still read each time
+    assert MockModelAPI("memo-c", reply).code != first and len(reads) == 1
+
+    def other(request):
+        return table["a"] + "!"
+
+    assert MockModelAPI("memo-d", other).code != first and len(reads) == 2
+
+
 MODULE = textwrap.dedent(
     """
     from fxtr.evals import user_text
