@@ -235,8 +235,7 @@ def _may_hide(text: str, decoded: re.Pattern[bytes]) -> bool:
     pattern, hints = _hints
     if pattern is not decoded or hints is None:  # no shortcut
         return True
-    if "-" in text or "_" in text:
-        text = text.replace("-", "+").replace("_", "/")
+    text = text.replace("-", "+").replace("_", "/")  # the URL-safe alphabet translated
     return any(hint in text for hint in hints)
 
 

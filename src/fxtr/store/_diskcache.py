@@ -43,6 +43,7 @@ from fxtr.store._base import Batch, CacheEntry, StoreError, entry_key
 from fxtr.store._diskcache_jobs import DiskRecords
 from fxtr.store._tables import ClaimTable, InvocationTable, JobTable, ValueTable
 from fxtr.store._unwritable import (
+    SQLITE_CACHE_PAGES,
     ReadOnlyCache,
     TidyDisk,
     UnwritableStoreError,
@@ -69,11 +70,8 @@ def _open_cache(directory: Path) -> diskcache.Cache:
         size_limit=2**62,
         statistics=False,
         tag_index=False,
-        # SQLite's defaults here (64 MiB of memory-mapped file, 32 MiB of page cache) stood
-        # in the resident memory of every process that read a large job's records: reads
-        # go through the OS's file cache instead, and SQLite keeps 4 MiB of pages
-        sqlite_mmap_size=0,
-        sqlite_cache_size=2**10,
+        sqlite_mmap_size=0,  # see SQLITE_CACHE_PAGES
+        sqlite_cache_size=SQLITE_CACHE_PAGES,
     )
 
 

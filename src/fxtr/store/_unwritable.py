@@ -36,6 +36,11 @@ _FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 """No room: a full disk, a quota, a file-size limit (``ulimit -f``)."""
 _LOCKED_OUT = {errno.EROFS, errno.EACCES, errno.EPERM}
 """No right to write: a read-only file system or a folder the user cannot write."""
+SQLITE_CACHE_PAGES = 2**10
+"""Pages of SQLite's cache per connection to the embedded store (4 MiB), and no memory map:
+SQLite's defaults (64 MiB mapped, 32 MiB of pages) stood in the resident memory of every
+process that read a large job's records; reads go through the OS's file cache instead."""
+
 _SQLITE_WRITE_FAULTS = ("SQLITE_FULL", "SQLITE_READONLY", "SQLITE_IOERR", "SQLITE_CANTOPEN")
 """SQLite's codes for a write the file system refused (the OS says which refusal it was)."""
 
@@ -136,13 +141,11 @@ def _size_limit(folder: Path) -> tuple[str, bool, bool] | None:
     return reason + " (ulimit -f)", True, True
 
 
-def as_unwritable(
-    error: BaseException, path: Path, read_only: UnwritableStoreError | None
-) -> UnwritableStoreError | None:
+def as_unwritable(error: BaseException, path: Path) -> UnwritableStoreError | None:
     """The store error a failed write of the store at ``path`` is, when the OS refused it.
 
-    ``read_only`` says why the store was opened for reading only, if it was. A write that
-    failed for any other reason (a lock held too long, a value SQLite refuses) is None.
+    A write that failed for any other reason (a lock held too long, a value SQLite refuses)
+    is None. (A store opened read-only tries no write: ``writes``.)
     """
     if isinstance(error, UnwritableStoreError):
         return error
@@ -150,8 +153,6 @@ def as_unwritable(
         name = str(getattr(error, "sqlite_errorname", ""))
         if not name.startswith(_SQLITE_WRITE_FAULTS):
             return None
-        if name.startswith("SQLITE_READONLY") and read_only is not None:
-            return read_only
         found = refusal(path / "cache")
         if found is not None:
             return UnwritableStoreError(path, *found)
@@ -180,7 +181,7 @@ def writes(method: Callable[_P, _R]) -> Callable[_P, _R]:
         try:
             return method(*args, **kwargs)
         except (sqlite3.OperationalError, OSError) as exc:
-            found = as_unwritable(exc, store.path, store.read_only)
+            found = as_unwritable(exc, store.path)
             if found is None:
                 raise
             raise found from None
@@ -251,7 +252,7 @@ class ReadOnlyCache(diskcache.Cache):  # type: ignore[misc]
                 continue
             # the page cache as the writable store keeps it (see ``_diskcache._open_cache``)
             con.execute("PRAGMA mmap_size = 0")
-            con.execute("PRAGMA cache_size = 1024")
+            con.execute(f"PRAGMA cache_size = {SQLITE_CACHE_PAGES}")
             self._uri = uri
             return con
         assert last is not None
