@@ -182,7 +182,7 @@ def add_options(parser: pytest.Parser) -> None:
         action="store_true",
         default=None,
         help="export each job as OpenTelemetry traces (OTLP/HTTP to OTEL_EXPORTER_OTLP_ENDPOINT; "
-        "needs fxtr[otel])",
+        "needs pytest-fxtr[otel])",
     )
     group.addoption(
         "--fxtr-dry-run",
@@ -428,7 +428,7 @@ def _check_otel(problems: list[str]) -> None:
             found = False
         if not found:
             problems.append(
-                f"--fxtr-otel needs {module}, which is not installed: pip install 'fxtr[otel]'."
+                f"--fxtr-otel needs {module}, which is not installed: pip install 'pytest-fxtr[otel]'."
             )
             return
 

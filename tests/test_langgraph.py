@@ -239,7 +239,7 @@ def test_missing_extra_names_the_install_line(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "langgraph.checkpoint.memory", None)
     monkeypatch.delitem(sys.modules, "fxtr.integrations.langgraph", raising=False)
-    with pytest.raises(ImportError, match=r"pip install 'fxtr\[langgraph\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'pytest-fxtr\[langgraph\]'"):
         importlib.import_module("fxtr.integrations.langgraph")
 
 

@@ -184,3 +184,19 @@ def test_integrations_use_only_public_seams():
             if hidden:
                 private.append(f"{module}: {target} {names}")
     assert private == [], "\n".join(private)
+
+
+def test_the_distribution_is_pytest_fxtr_and_its_import_names_stay():
+    """`pip install pytest-fxtr` (the name `fxtr` on PyPI is another project's) gives the
+    import names `fxtr` and `pytest_fxtr`, the plugin `fxtr` and the command `fxtr`."""
+    from importlib import metadata
+
+    dist = metadata.distribution("pytest-fxtr")
+    assert dist.metadata["Name"] == "pytest-fxtr"
+    points = {(ep.group, ep.name): ep.value for ep in dist.entry_points}
+    assert points[("pytest11", "fxtr")] == "pytest_fxtr.plugin"
+    assert points[("console_scripts", "fxtr")] == "fxtr.cli:main"
+    extras = set(dist.metadata.get_all("Provides-Extra") or [])
+    assert {"postgres", "dask", "langgraph", "otel"} <= extras
+    requires = " ".join(dist.metadata.get_all("Requires-Dist") or [])
+    assert "fxtr[" not in requires.replace("pytest-fxtr[", "")

@@ -17,7 +17,7 @@ never changes it. Cached invocations keep the timings (and model calls) of the r
 computed them, with ``fxtr.cached=true``. Message contents are exported only when
 ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``; credentials never (every text
 goes through ``fxtr.secrets.redact``). Needs the ``otel`` extra:
-``pip install 'fxtr[otel]'``.
+``pip install 'pytest-fxtr[otel]'``.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ try:
     from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     msg = (
-        "fxtr's OpenTelemetry export needs the otel extra: pip install 'fxtr[otel]' "
+        "fxtr's OpenTelemetry export needs the otel extra: pip install 'pytest-fxtr[otel]' "
         f"(opentelemetry-sdk and opentelemetry-exporter-otlp-proto-http); {exc}"
     )
     raise ImportError(msg) from exc

@@ -46,7 +46,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     msg = (
         "fxtr.integrations.dask needs Dask's distributed, which is not installed. Install it "
-        "with `pip install 'fxtr[dask]'`."
+        "with `pip install 'pytest-fxtr[dask]'`."
     )
     raise ImportError(msg) from exc
 

@@ -63,7 +63,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     msg = (
         "fxtr.integrations.langgraph needs LangGraph, which is not installed. Install it "
-        "with `pip install 'fxtr[langgraph]'`."
+        "with `pip install 'pytest-fxtr[langgraph]'`."
     )
     raise ImportError(msg) from exc
 

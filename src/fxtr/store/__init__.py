@@ -4,7 +4,7 @@
 holding a diskcache ``Cache`` in which every kind of record has its own key prefix, so one
 transaction writes a result, its invocation record and the release of its claim together,
 and a second one for job records alone, so listing jobs never reads the cache), and
-``PostgresStore`` (``fxtr[postgres]``) gives a team and its CI runners one store.
+``PostgresStore`` (``pytest-fxtr[postgres]``) gives a team and its CI runners one store.
 ``open_store`` takes a directory or a ``postgresql://`` URL.
 """
 

@@ -25,7 +25,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     msg = (
         "The PostgreSQL store needs psycopg, which is not installed. Install it with "
-        "`pip install 'fxtr[postgres]'`."
+        "`pip install 'pytest-fxtr[postgres]'`."
     )
     raise ImportError(msg) from exc
 
