@@ -196,7 +196,7 @@ class WorkflowContext(_Entities):
                 Value(Array(tuple(dims), tuple(keys), cells, dict[str, Any]), missing)
             )
 
-        self._run.spawn(resolve())
+        self._run.start_work(resolve())
         return make_handle(out)
 
     def stack(self, handles: Mapping[str | int, ArrayHandle[Any]], dim: str) -> ArrayHandle[Any]:
@@ -256,7 +256,7 @@ class WorkflowContext(_Entities):
             array = Array(out.dims, (keys, *inner._keys), cells, out.value_type)
             out.future.set_result(Value(array, missing))
 
-        self._run.spawn(resolve())
+        self._run.start_work(resolve())
         return make_handle(out)
 
     def log(self, message: str) -> None:
