@@ -82,6 +82,13 @@ def decide(
         return "run", None
     if entry.version != version_str(step.version) or run.conflict == "overwrite":
         return "run", entry.to_text()
+    same_inputs = entry.meta.get("inputs") == fps
+    if not step.code_counts and same_inputs and matches(entry, entry.fingerprint):
+        # written while the source of a versioned step was in its fingerprint (before the
+        # version stood for the code): the same version and inputs, so the same result
+        value = hit(run, step, address, fps, fp, entry)
+        if value is not None:
+            return "hit", value
     conflict = conflict_of(run, step, entry, fps)
     inv = Invocation(
         address,
@@ -373,7 +380,7 @@ def conflict_of(
     changed = sorted(k for k in set(fps) | set(cached_inputs) if fps.get(k) != cached_inputs.get(k))
     parts = explain(run, step, fps, entry)
     inputs = [p for p in parts if p.split(".")[0].split("[")[0].split(" ")[0] in changed]
-    source = meta.get("source") != step.source_hash
+    source = step.code_counts and meta.get("source") != step.source_hash
     what = []
     if changed:
         what.append(f"input(s) {', '.join(changed)} changed ({', '.join(inputs) or '?'})")

@@ -76,7 +76,7 @@ def changed_parts(
     parts = input_parts(store, meta.get("inputs") or {}, fps, memo)
     if meta.get("step") not in (None, step.name):
         parts.append(f"step ({meta['step']} → {step.name})")
-    elif meta.get("source") is not None and meta.get("source") != step.source_hash:
+    elif step.code_counts and meta.get("source") not in (None, step.source_hash):
         parts.append(f"code of {step.name}")
     version = None if step.version is None else str(step.version)
     if entry.version != version:
