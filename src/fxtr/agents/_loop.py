@@ -390,6 +390,7 @@ async def _run(
             ),
         )
         env = built.state
+    box = await _sandbox(context, agent, case) if agent.sandbox is not None else None
     totals = _Totals()
     requests = _Requests(specs, sampling)
     stored: dict[str, BoundID[Tool]] = {}
@@ -416,7 +417,7 @@ async def _run(
         )
         if calls:
             results, env, submitted = await _tool_calls(
-                context, agent, tools, i, calls, env, totals, stored
+                context, agent, tools, i, calls, env, totals, stored, box
             )
             if results:
                 messages.append(ToolMessage(results=tuple(results)))
@@ -464,7 +465,57 @@ async def _run(
         ),
         cost=totals.cost,
         simulated=tuple(simulated),
+        sandbox=box.state() if box is not None else None,
     )
+
+
+@dataclasses.dataclass
+class _Box:
+    """A trajectory's sandbox as the loop goes: its settings and the current tree."""
+
+    settings: Any
+    ref: BoundID[Any]
+    start: str
+    tree: str
+    seconds: float = 0.0
+    """Seconds of sandbox tool calls not yet added to the time limit's count."""
+
+    def state(self) -> Any:
+        from fxtr.sandbox import SandboxState
+
+        return SandboxState(start=self.start, tree=self.tree, sandbox=self.settings)
+
+
+async def _sandbox(context: WorkflowContext, agent: Agent, case: Case) -> _Box:
+    """The trajectory's sandbox: checked (before any model call), its starting tree built.
+
+    Raises:
+        SandboxError: the backend cannot start on this machine (naming the fix).
+    """
+    import fxtr.sandbox as sb
+
+    spec = agent.sandbox
+    if isinstance(spec, str):
+        spec = import_path(spec, "sandbox function (Agent(sandbox=...))")(case)
+        if not isinstance(spec, sb.Sandbox):
+            msg = f"The sandbox function {agent.sandbox!r} returned {spec!r:.60}, not a Sandbox."
+            raise TypeError(msg)
+    sb.check_backend(spec.backend)
+    built = await _value(
+        context,
+        context.run_step(
+            "sandbox",
+            sb.setup_tree,
+            {
+                "files": await context.store(spec.files),
+                "setup": spec.setup,
+                "backend": spec.backend,
+                "image": spec.image,
+            },
+        ),
+    )
+    settings = spec.settings()
+    return _Box(settings, await context.store(settings), built.tree, built.tree)
 
 
 async def _store_tool(
@@ -490,6 +541,7 @@ async def _tool_calls(
     env: Any,
     totals: _Totals,
     stored: dict[str, BoundID[Tool]],
+    box: _Box | None = None,
 ) -> tuple[list[ToolResult], Any, str | None]:
     """Run a turn's calls in order, each on the environment the one before left.
 
@@ -515,6 +567,10 @@ async def _tool_calls(
                 is_error=True,
             )
             continue
+        if box is not None and tool.uses_sandbox:
+            results[j] = await _sandbox_call(context, tool, c, f"tool[{i},{j}]", box, stored)
+            totals.seconds, box.seconds = totals.seconds + box.seconds, 0.0
+            continue
         handle = context.run_step(
             f"tool[{i},{j}]",
             run_tool,
@@ -538,6 +594,36 @@ async def _tool_calls(
     done = [r for r in results if r is not None]
     totals.tool_errors += sum(r.is_error for r in done)
     return done, env, submitted
+
+
+async def _sandbox_call(
+    context: WorkflowContext,
+    tool: Tool,
+    call: ToolCall,
+    name: str,
+    box: _Box,
+    stored: dict[str, BoundID[Tool]],
+) -> ToolResult:
+    """A sandbox tool call on the current tree; the tree moves on to the one it left."""
+    import fxtr.sandbox as sb
+
+    outcome = await _value(
+        context,
+        context.run_step(
+            name,
+            sb.sandbox_call,
+            {
+                "tool": stored.get(tool.name) or await _store_tool(context, tool, stored),
+                "call": await context.store(call),
+                "sandbox": box.ref,
+                "tree": box.tree,
+            },
+        ),
+    )
+    box.tree = outcome.tree
+    box.seconds += outcome.seconds
+    result: ToolResult = outcome.result
+    return result
 
 
 def run_agents(
