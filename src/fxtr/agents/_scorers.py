@@ -175,6 +175,10 @@ async def grade_trajectory(
     context: StepContext, scorer: Scorer, case: Case, trajectory: Trajectory
 ) -> Score:
     """Grade a trajectory: text scorers and judges grade its answer."""
+    if scorer.kind == "sandbox_check":  # its final tree
+        from fxtr.sandbox import grade_trajectory as grade_tree
+
+        return await grade_tree(context, scorer, case, trajectory)
     if isinstance(scorer, TrajectoryScorer):
         return scorer.grade_trajectory(case, trajectory)
     if scorer.kind in JUDGES:

@@ -72,6 +72,10 @@ async def score(context: StepContext, scorer: Scorer, case: Case, response: Mode
             was offered (the raw reply is in the message; the cell is missing, not wrong).
     """
     completion = response.text
+    if scorer.kind == "sandbox_check":  # the answer written into a sandbox, then a command
+        from fxtr.sandbox import grade_answer
+
+        return await grade_answer(context, scorer, case, completion)  # type: ignore[arg-type]
     if scorer.kind not in JUDGES:
         return scorer.grade(case, completion)
     return await _judged(context, scorer, case, completion)

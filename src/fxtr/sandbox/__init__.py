@@ -15,7 +15,13 @@ import fxtr.agents  # noqa: F401  (the agents first: the tools are @tool functio
 from fxtr.sandbox._backend import STARTED, SandboxError
 from fxtr.sandbox._backend import check as check_backend
 from fxtr.sandbox._files import Files
-from fxtr.sandbox._scorer import SandboxCheck, answer_code, sandbox_check
+from fxtr.sandbox._scorer import (
+    SandboxCheck,
+    answer_code,
+    grade_answer,
+    grade_trajectory,
+    sandbox_check,
+)
 from fxtr.sandbox._session import SandboxSession
 from fxtr.sandbox._steps import MissingPartsError, sandbox_call, setup_tree
 from fxtr.sandbox._tools import bash, python, text_editor
@@ -48,6 +54,8 @@ __all__ = [
     "answer_code",
     "bash",
     "check_backend",
+    "grade_answer",
+    "grade_trajectory",
     "python",
     "sandbox_call",
     "sandbox_check",
