@@ -19,10 +19,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import functools
 import json
 import os
 import resource
 import shutil
+import subprocess
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -98,12 +100,38 @@ def check(backend: str) -> None:
         problem = _userns_problem()
         if problem:
             raise SandboxError(problem)
-    elif backend == "docker" and shutil.which("docker") is None:
-        msg = (
+    elif backend == "docker":
+        problem = docker_problem()
+        if problem:
+            raise SandboxError(problem)
+
+
+@functools.cache
+def docker_problem() -> str | None:
+    """Why docker cannot run a container here (no command, no daemon), or None."""
+    if shutil.which("docker") is None:
+        return (
             "The sandbox backend 'docker' needs the docker command, which is not installed: "
             "install Docker, or use Sandbox(backend='bwrap')."
         )
-        raise SandboxError(msg)
+    try:
+        answered = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            timeout=20,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        answered = None
+        detail = str(exc)
+    else:
+        detail = answered.stderr.decode(errors="replace").strip()
+    if answered is None or answered.returncode != 0:
+        return (
+            f"The sandbox backend 'docker' needs a docker daemon, and none answers ({detail}): "
+            "start it (`systemctl start docker`), or use Sandbox(backend='bwrap')."
+        )
+    return None
 
 
 def _userns_problem() -> str | None:
