@@ -76,3 +76,11 @@ def fixer_script(request: ModelRequest) -> object:
 def wrong_script(request: ModelRequest) -> object:
     """The same steps with a wrong fix."""
     return _script(request, "return a - b", "return a * b")
+
+
+def slow_fixer_script(request: ModelRequest) -> object:
+    """The fixer, a tenth of a second a turn (time to be killed mid-trajectory)."""
+    import time
+
+    time.sleep(0.1)
+    return fixer_script(request)
