@@ -281,7 +281,9 @@ def test_sigkill_mid_trajectory_then_resume_asks_no_finished_turn_same_tree(tmp_
     resumed = _finish(resumer)
     assert resumed["status"] == "succeeded"
     assert resumed["scores"] == reference["scores"]
-    asked_after = [line for line in log.read_text().splitlines() if line.startswith(f"{resumer.pid} ")]
+    asked_after = [
+        line for line in log.read_text().splitlines() if line.startswith(f"{resumer.pid} ")
+    ]
     in_flight = asked_before - (total - len(asked_after))
     assert asked_before + len(asked_after) <= total + 3, "finished turns were asked again"
     assert in_flight >= 0

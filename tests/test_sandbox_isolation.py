@@ -24,8 +24,9 @@ pytestmark = pytest.mark.skipif(
 def _run(tool, box: Sandbox, tree: str | None = None, **arguments):
     async def go():
         start = tree or (await build(None, box.files, box)).tree
-        return await run_call(None, tool, ToolCall(id="c", name=tool.name, arguments=arguments),
-                              box.settings(), start)
+        return await run_call(
+            None, tool, ToolCall(id="c", name=tool.name, arguments=arguments), box.settings(), start
+        )
 
     return asyncio.run(go())
 

@@ -27,8 +27,13 @@ class Box:
 
     def __call__(self, tool, **arguments):
         out = asyncio.run(
-            run_call(None, tool, ToolCall(id="c", name=tool.name, arguments=arguments),
-                     self.box.settings(), self.tree)
+            run_call(
+                None,
+                tool,
+                ToolCall(id="c", name=tool.name, arguments=arguments),
+                self.box.settings(),
+                self.tree,
+            )
         )
         assert out.layer.before == self.tree
         self.tree = out.tree
@@ -116,7 +121,9 @@ def test_python_tool_runs_code_and_reports_errors():
 def test_a_layer_records_added_changed_mode_and_deleted_files():
     """Content and mode changes, additions (directories too) and deletions, by digest."""
     box = Box({"keep.txt": "k", "gone.txt": "g", "run.sh": "echo hi\n", "edit.txt": "1"})
-    out = box(bash, cmd="rm gone.txt; chmod +x run.sh; echo 2 > edit.txt; mkdir d; ln -s keep.txt d/l")
+    out = box(
+        bash, cmd="rm gone.txt; chmod +x run.sh; echo 2 > edit.txt; mkdir d; ln -s keep.txt d/l"
+    )
     layer = out.layer
     assert layer.deleted == ("gone.txt",)
     assert set(layer.changed) == {"run.sh", "edit.txt"}
@@ -124,9 +131,10 @@ def test_a_layer_records_added_changed_mode_and_deleted_files():
     assert set(layer.added) == {"d", "d/l"}
     manifest = asyncio.run(manifest_of(None, out.tree))
     assert tree_digest(manifest) == out.tree
-    assert "gone.txt" not in manifest and manifest["keep.txt"] == Files({"keep.txt": "k"}).manifest[
-        "keep.txt"
-    ]
+    assert (
+        "gone.txt" not in manifest
+        and manifest["keep.txt"] == Files({"keep.txt": "k"}).manifest["keep.txt"]
+    )
 
 
 def test_a_call_reruns_on_a_fresh_workspace_to_the_same_tree():

@@ -178,7 +178,7 @@ async def grade_trajectory(
     if scorer.kind == "sandbox_check":  # its final tree
         from fxtr.sandbox import grade_trajectory as grade_tree
 
-        return await grade_tree(context, scorer, case, trajectory)
+        return await grade_tree(context, scorer, case, trajectory)  # type: ignore[arg-type]
     if isinstance(scorer, TrajectoryScorer):
         return scorer.grade_trajectory(case, trajectory)
     if scorer.kind in JUDGES:

@@ -122,11 +122,10 @@ def docker_problem() -> str | None:
             check=False,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        answered = None
-        detail = str(exc)
+        code, detail = None, str(exc)
     else:
-        detail = answered.stderr.decode(errors="replace").strip()
-    if answered is None or answered.returncode != 0:
+        code, detail = answered.returncode, answered.stderr.decode(errors="replace").strip()
+    if code != 0:
         return (
             f"The sandbox backend 'docker' needs a docker daemon, and none answers ({detail}): "
             "start it (`systemctl start docker`), or use Sandbox(backend='bwrap')."
@@ -136,7 +135,10 @@ def docker_problem() -> str | None:
 
 def _userns_problem() -> str | None:
     for path, fix in (
-        ("/proc/sys/kernel/unprivileged_userns_clone", "sysctl -w kernel.unprivileged_userns_clone=1"),
+        (
+            "/proc/sys/kernel/unprivileged_userns_clone",
+            "sysctl -w kernel.unprivileged_userns_clone=1",
+        ),
         ("/proc/sys/user/max_user_namespaces", "sysctl -w user.max_user_namespaces=15000"),
     ):
         try:
@@ -264,7 +266,7 @@ async def _watch(
         try:
             await asyncio.wait_for(asyncio.shield(proc.wait()), min(left, POLL))
             return
-        except asyncio.TimeoutError:
+        except TimeoutError:
             pass
         if over_limit is not None:
             reason = await over_limit()

@@ -1,3 +1,5 @@
+# ruff: noqa: EM101, EM102, E501  (a standalone script: its messages are the model's reading)
+# mypy: ignore-errors
 """The text editor, run inside the sandbox (``python3 -c``, its arguments as JSON on stdin).
 
 It behaves as Anthropic's text editor tool: ``view`` (a file with ``cat -n`` numbers and an
@@ -38,10 +40,12 @@ def write(path, text):
 def view(path, view_range):
     if os.path.isdir(path):
         if view_range:
-            raise ValueError("The `view_range` parameter is not allowed when `path` points to a directory.")
+            raise ValueError(
+                "The `view_range` parameter is not allowed when `path` points to a directory."
+            )
         found = []
         for root, dirs, files in os.walk(path):
-            depth = root[len(path):].count(os.sep)
+            depth = root[len(path) :].count(os.sep)
             dirs[:] = sorted(d for d in dirs if not d.startswith("."))
             if depth >= 2:
                 dirs[:] = []
@@ -80,7 +84,9 @@ def create(path, file_text):
     if file_text is None:
         raise ValueError("Parameter `file_text` is required for command: create")
     if os.path.exists(path):
-        raise ValueError(f"File already exists at: {path}. Cannot overwrite files using command `create`.")
+        raise ValueError(
+            f"File already exists at: {path}. Cannot overwrite files using command `create`."
+        )
     parent = os.path.dirname(path)
     if parent:
         os.makedirs(parent, exist_ok=True)
@@ -96,7 +102,9 @@ def str_replace(path, old_str, new_str):
     new_str = (new_str or "").expandtabs()
     count = text.count(old_str) if old_str else 0
     if count == 0:
-        raise ValueError(f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {path}.")
+        raise ValueError(
+            f"No replacement was performed, old_str `{old_str}` did not appear verbatim in {path}."
+        )
     if count > 1:
         lines = [i + 1 for i, line in enumerate(text.split("\n")) if old_str in line]
         raise ValueError(
@@ -146,7 +154,9 @@ def main():
     if command != "create" and not os.path.exists(path):
         raise ValueError(f"The path {path} does not exist. Please provide a valid path.")
     if command != "view" and os.path.isdir(path):
-        raise ValueError(f"The path {path} is a directory and only the `view` command can be used on directories")
+        raise ValueError(
+            f"The path {path} is a directory and only the `view` command can be used on directories"
+        )
     if command == "view":
         return view(path, args.get("view_range"))
     if command == "create":

@@ -121,7 +121,7 @@ def _with_parents(manifest: dict[str, str]) -> dict[str, str]:
 class Files(Entity):
     """A file tree by content: each path's mode and digest (the bytes are parts of the store).
 
-    ``Files({"app.py": "print(1)", "run.sh": ("#!/bin/sh\\n", 0o755), "data.bin": b"..."})`` or
+    ``Files({"app.py": "print(1)", "run.sh": ("#!/bin/sh", 0o755), "data.bin": b"..."})`` or
     ``Files.from_dir("repo/")``, read by the launcher. Its encoding holds only digests, so a
     large tree costs its manifest in a fingerprint, never its bytes.
     """
@@ -247,5 +247,3 @@ def _read(path: str) -> bytes:
                 return f.read()
         finally:
             os.chmod(path, mode)
-
-

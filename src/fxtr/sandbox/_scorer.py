@@ -10,8 +10,9 @@ from fxtr.evals import Case, Score, Scorer
 from fxtr.sandbox._backend import check as check_backend
 from fxtr.sandbox._files import normal_path
 from fxtr.sandbox._session import SandboxSession
-from fxtr.sandbox._steps import POOL, acquire, build, diff, record
+from fxtr.sandbox._steps import acquire, build, diff, record
 from fxtr.sandbox._types import Built, Check, Sandbox, SandboxState
+from fxtr.sandbox._workspace import POOL
 
 if TYPE_CHECKING:
     from fxtr.experiment.steps import StepContext
@@ -89,7 +90,10 @@ def answer_code(text: str) -> str:
 
 
 async def run_check(
-    context: StepContext | None, scorer: SandboxCheck, box: Sandbox, tree: str,
+    context: StepContext | None,
+    scorer: SandboxCheck,
+    box: Sandbox,
+    tree: str,
     write: dict[str, bytes] | None = None,
 ) -> Check:
     """Run the check's command on ``tree`` (after writing ``write`` into it)."""
@@ -125,8 +129,7 @@ def _score(scorer: SandboxCheck, found: Check, answer: str | None) -> Score:
     return Score(
         value=1.0 if passed else 0.0,
         answer=answer,
-        explanation=f"`{scorer.command}` {ended} (expected {scorer.expect_exit}):\n"
-        f"{found.output}",
+        explanation=f"`{scorer.command}` {ended} (expected {scorer.expect_exit}):\n{found.output}",
     )
 
 

@@ -47,8 +47,11 @@ class SandboxSession:
         return out
 
     def text(self, out: Output, *, exit_line: bool = True) -> str:
-        """What the model reads of ``out``: its output (cut to the limit, saying how much was
-        cut), then how it ended when it did not end well."""
+        """What the model reads of ``out``.
+
+        Its output (cut to the limit, saying how much was cut), then how it ended when it did
+        not end well.
+        """
         body = out.stdout + (b"\n" if out.stdout and out.stderr else b"") + out.stderr
         limit = self.settings.output_limit
         cut = out.dropped + max(0, len(body) - limit)
@@ -56,9 +59,7 @@ class SandboxSession:
         if cut:
             text += f"\n[output cut: {cut} more bytes past the limit of {limit}]"
         if out.timed_out:
-            text += (
-                f"\n[timed out after {self.settings.timeout:g} s; the process tree was killed]"
-            )
+            text += f"\n[timed out after {self.settings.timeout:g} s; the process tree was killed]"
         elif out.stopped:
             text += f"\n[stopped: {out.stopped}]"
         elif exit_line and out.exit_code:

@@ -217,8 +217,9 @@ def _undo(result: ToolResult, box: Sandbox, size: int) -> ToolResult:
         f"[the tree holds {size / 1048576:.1f} MiB, past its limit of {box.tree_mb} MiB: this "
         "call's changes were undone]"
     )
-    return ToolResult(tool_call_id=result.tool_call_id, content=f"{result.content}\n{note}",
-                      is_error=True)
+    return ToolResult(
+        tool_call_id=result.tool_call_id, content=f"{result.content}\n{note}", is_error=True
+    )
 
 
 @step(name="fxtr.sandbox.call")

@@ -36,6 +36,7 @@ async def bash(cmd: str, sandbox: SandboxSession) -> str:
 
     Args:
         cmd: the bash command to run.
+        sandbox: the trajectory's sandbox (given by fxtr, not shown to the model).
     """
     out = await sandbox.exec(["bash", "--noprofile", "--norc", "-c", cmd])
     return _reply(sandbox, sandbox.text(out))
@@ -50,6 +51,7 @@ async def python(code: str, sandbox: SandboxSession) -> str:
 
     Args:
         code: the Python program to run.
+        sandbox: the trajectory's sandbox (given by fxtr, not shown to the model).
     """
     out = await sandbox.exec(["python3", "-"], stdin=code.encode())
     return _reply(sandbox, sandbox.text(out))
@@ -82,6 +84,7 @@ async def text_editor(
         old_str: the text to replace (exactly once in the file).
         new_str: the replacement (str_replace) or the text to insert (insert).
         insert_line: the line after which to insert (0 for the top).
+        sandbox: the trajectory's sandbox (given by fxtr, not shown to the model).
     """
     arguments = {
         "command": command,
