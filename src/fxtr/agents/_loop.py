@@ -20,6 +20,7 @@ from typing import Any
 import fxtr.evals._evaluate as kit  # a module: the kit imports this package half-way
 from fxtr.agents import _memo as memo
 from fxtr.agents._prompts import CONTINUE, SUBMIT, USER_SIM_GREETING, USER_SIM_SYSTEM
+from fxtr.agents._sandboxes import Box, sandbox_call, sandbox_of
 from fxtr.agents._scorers import grade_trajectory
 from fxtr.agents._tool import Tool, import_path
 from fxtr.agents._types import (
@@ -390,7 +391,7 @@ async def _run(
             ),
         )
         env = built.state
-    box = await _sandbox(context, agent, case) if agent.sandbox is not None else None
+    box = await sandbox_of(context, agent, case) if agent.sandbox is not None else None
     totals = _Totals()
     requests = _Requests(specs, sampling)
     stored: dict[str, BoundID[Tool]] = {}
@@ -469,55 +470,6 @@ async def _run(
     )
 
 
-@dataclasses.dataclass
-class _Box:
-    """A trajectory's sandbox as the loop goes: its settings and the current tree."""
-
-    settings: Any
-    ref: BoundID[Any]
-    start: str
-    tree: str
-    seconds: float = 0.0
-    """Seconds of sandbox tool calls not yet added to the time limit's count."""
-
-    def state(self) -> Any:
-        from fxtr.sandbox import SandboxState
-
-        return SandboxState(start=self.start, tree=self.tree, sandbox=self.settings)
-
-
-async def _sandbox(context: WorkflowContext, agent: Agent, case: Case) -> _Box:
-    """The trajectory's sandbox: checked (before any model call), its starting tree built.
-
-    Raises:
-        SandboxError: the backend cannot start on this machine (naming the fix).
-    """
-    import fxtr.sandbox as sb
-
-    spec = agent.sandbox
-    if isinstance(spec, str):
-        spec = import_path(spec, "sandbox function (Agent(sandbox=...))")(case)
-        if not isinstance(spec, sb.Sandbox):
-            msg = f"The sandbox function {agent.sandbox!r} returned {spec!r:.60}, not a Sandbox."
-            raise TypeError(msg)
-    sb.check_backend(spec.backend)
-    built = await _value(
-        context,
-        context.run_step(
-            "sandbox",
-            sb.setup_tree,
-            {
-                "files": await context.store(spec.files),
-                "setup": spec.setup,
-                "backend": spec.backend,
-                "image": spec.image,
-            },
-        ),
-    )
-    settings = spec.settings()
-    return _Box(settings, await context.store(settings), built.tree, built.tree)
-
-
 async def _store_tool(
     context: WorkflowContext, tool: Tool, stored: dict[str, BoundID[Tool]]
 ) -> BoundID[Tool]:
@@ -541,7 +493,7 @@ async def _tool_calls(
     env: Any,
     totals: _Totals,
     stored: dict[str, BoundID[Tool]],
-    box: _Box | None = None,
+    box: Box | None = None,
 ) -> tuple[list[ToolResult], Any, str | None]:
     """Run a turn's calls in order, each on the environment the one before left.
 
@@ -568,7 +520,7 @@ async def _tool_calls(
             )
             continue
         if box is not None and tool.uses_sandbox:
-            results[j] = await _sandbox_call(context, tool, c, f"tool[{i},{j}]", box, stored)
+            results[j] = await sandbox_call(context, tool, c, f"tool[{i},{j}]", box, stored)
             totals.seconds, box.seconds = totals.seconds + box.seconds, 0.0
             continue
         handle = context.run_step(
@@ -594,36 +546,6 @@ async def _tool_calls(
     done = [r for r in results if r is not None]
     totals.tool_errors += sum(r.is_error for r in done)
     return done, env, submitted
-
-
-async def _sandbox_call(
-    context: WorkflowContext,
-    tool: Tool,
-    call: ToolCall,
-    name: str,
-    box: _Box,
-    stored: dict[str, BoundID[Tool]],
-) -> ToolResult:
-    """A sandbox tool call on the current tree; the tree moves on to the one it left."""
-    import fxtr.sandbox as sb
-
-    outcome = await _value(
-        context,
-        context.run_step(
-            name,
-            sb.sandbox_call,
-            {
-                "tool": stored.get(tool.name) or await _store_tool(context, tool, stored),
-                "call": await context.store(call),
-                "sandbox": box.ref,
-                "tree": box.tree,
-            },
-        ),
-    )
-    box.tree = outcome.tree
-    box.seconds += outcome.seconds
-    result: ToolResult = outcome.result
-    return result
 
 
 def run_agents(
