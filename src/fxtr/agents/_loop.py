@@ -391,7 +391,7 @@ async def _run(
             ),
         )
         env = built.state
-    box = await sandbox_of(context, agent, case) if agent.sandbox is not None else None
+    box = await sandbox_of(context, agent, case, _value) if agent.sandbox is not None else None
     totals = _Totals()
     requests = _Requests(specs, sampling)
     stored: dict[str, BoundID[Tool]] = {}
@@ -520,7 +520,9 @@ async def _tool_calls(
             )
             continue
         if box is not None and tool.uses_sandbox:
-            results[j] = await sandbox_call(context, tool, c, f"tool[{i},{j}]", box, stored)
+            results[j] = await sandbox_call(
+                context, tool, c, f"tool[{i},{j}]", box, stored, _value, _store_tool
+            )
             totals.seconds, box.seconds = totals.seconds + box.seconds, 0.0
             continue
         handle = context.run_step(

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from fxtr.agents._tool import Tool, import_path
-from fxtr.agents._types import Agent
+from fxtr.agents._types import Agent, sandbox_name
 from fxtr.evals._cases import Case
 from fxtr.experiment.entities import BoundID
 from fxtr.models import ToolCall, ToolResult
@@ -27,32 +28,29 @@ class Box:
     """Seconds of sandbox tool calls not yet added to the time limit's count."""
 
     def state(self) -> Any:
-        from fxtr.sandbox import SandboxState
-
-        return SandboxState(start=self.start, tree=self.tree, sandbox=self.settings)
+        return sandbox_name("SandboxState")(start=self.start, tree=self.tree, sandbox=self.settings)
 
 
-async def sandbox_of(context: WorkflowContext, agent: Agent, case: Case) -> Box:
+async def sandbox_of(
+    context: WorkflowContext, agent: Agent, case: Case, value: Callable[..., Any]
+) -> Box:
     """The trajectory's sandbox: checked (before any model call), its starting tree built.
 
     Raises:
         SandboxError: the backend cannot start on this machine (naming the fix).
     """
-    import fxtr.sandbox as sb
-    from fxtr.agents._loop import _value
-
     spec = agent.sandbox
     if isinstance(spec, str):
         spec = import_path(spec, "sandbox function (Agent(sandbox=...))")(case)
-        if not isinstance(spec, sb.Sandbox):
+        if not isinstance(spec, sandbox_name("Sandbox")):
             msg = f"The sandbox function {agent.sandbox!r} returned {spec!r:.60}, not a Sandbox."
             raise TypeError(msg)
-    sb.check_backend(spec.backend)
-    built = await _value(
+    sandbox_name("check_backend")(spec.backend)
+    built = await value(
         context,
         context.run_step(
             "sandbox",
-            sb.setup_tree,
+            sandbox_name("setup_tree"),
             {
                 "files": await context.store(spec.files),
                 "setup": spec.setup,
@@ -72,18 +70,17 @@ async def sandbox_call(
     name: str,
     box: Box,
     stored: dict[str, BoundID[Tool]],
+    value: Callable[..., Any],
+    store_tool: Callable[..., Any],
 ) -> ToolResult:
     """A sandbox tool call on the current tree; the tree moves on to the one it left."""
-    import fxtr.sandbox as sb
-    from fxtr.agents._loop import _store_tool, _value
-
-    outcome = await _value(
+    outcome = await value(
         context,
         context.run_step(
             name,
-            sb.sandbox_call,
+            sandbox_name("sandbox_call"),
             {
-                "tool": stored.get(tool.name) or await _store_tool(context, tool, stored),
+                "tool": stored.get(tool.name) or await store_tool(context, tool, stored),
                 "call": await context.store(call),
                 "sandbox": box.ref,
                 "tree": box.tree,

@@ -176,9 +176,11 @@ async def grade_trajectory(
 ) -> Score:
     """Grade a trajectory: text scorers and judges grade its answer."""
     if scorer.kind == "sandbox_check":  # its final tree
-        from fxtr.sandbox import grade_trajectory as grade_tree
+        from fxtr.agents._types import sandbox_name
 
-        return await grade_tree(context, scorer, case, trajectory)  # type: ignore[arg-type]
+        grade_tree = sandbox_name("grade_trajectory")
+        score: Score = await grade_tree(context, scorer, case, trajectory)
+        return score
     if isinstance(scorer, TrajectoryScorer):
         return scorer.grade_trajectory(case, trajectory)
     if scorer.kind in JUDGES:

@@ -188,15 +188,32 @@ def _sandbox_fields(tools: tuple[Tool, ...], sandbox: Any, code: str | None) -> 
     if callable(sandbox) and not isinstance(sandbox, Entity):
         path = path_of(sandbox, "sandbox function (Agent(sandbox=...))")
         return {"sandbox": path, "sandbox_code": _normalized_source_hash(sandbox)}
-    from fxtr.sandbox import Sandbox
-
-    if not isinstance(sandbox, Sandbox):
+    if not isinstance(sandbox, SANDBOX.get("Sandbox", ())):
         msg = (
             f"Agent(sandbox=...) takes a fxtr.sandbox.Sandbox or a function (case) -> Sandbox, "
             f"got {sandbox!r:.80}."
         )
         raise TypeError(msg)
     return {"sandbox": sandbox, "sandbox_code": None}
+
+
+SANDBOX: dict[str, Any] = {}
+"""``fxtr.sandbox``'s names the loop uses (``Sandbox``, ``SandboxState``, ``check_backend``,
+``setup_tree``, ``sandbox_call``, ``grade_trajectory``), registered by ``fxtr.sandbox`` when
+it is imported (a ``Sandbox`` cannot be made before), so the two packages do not import each
+other."""
+
+
+def sandbox_name(name: str) -> Any:
+    """A name of ``fxtr.sandbox`` (registered when it is imported).
+
+    Raises:
+        LookupError: ``fxtr.sandbox`` was never imported.
+    """
+    if name not in SANDBOX:
+        msg = "Sandbox agents need fxtr.sandbox: import it (from fxtr.sandbox import Sandbox)."
+        raise LookupError(msg)
+    return SANDBOX[name]
 
 
 RUNNERS: dict[str, Callable[..., Any]] = {}

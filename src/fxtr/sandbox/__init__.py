@@ -12,6 +12,8 @@ and a resume at call n writes tree n once from the store.
 """
 
 import fxtr.agents  # noqa: F401  (the agents first: the tools are @tool functions)
+import fxtr.evals._evaluate as _kit
+from fxtr.agents._types import SANDBOX
 from fxtr.sandbox._backend import STARTED, SandboxError
 from fxtr.sandbox._backend import check as check_backend
 from fxtr.sandbox._files import Files
@@ -35,6 +37,16 @@ from fxtr.sandbox._types import (
     SandboxState,
 )
 from fxtr.sandbox._workspace import POOL
+
+_kit.SANDBOX_GRADERS["answer"] = grade_answer
+SANDBOX.update(
+    Sandbox=Sandbox,
+    SandboxState=SandboxState,
+    check_backend=check_backend,
+    setup_tree=setup_tree,
+    sandbox_call=sandbox_call,
+    grade_trajectory=grade_trajectory,
+)
 
 __all__ = [
     "POOL",
