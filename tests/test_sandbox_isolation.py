@@ -82,7 +82,7 @@ def test_no_network_loopback_included():
 
 
 def test_writing_outside_the_tree_fails_and_the_tree_keeps_the_rest():
-    """System directories are read-only; /tmp and home are the sandbox's own and not kept."""
+    """System directories are read-only; /tmp is the sandbox's own and not kept."""
     out = sh("echo x > /usr/evil; echo x > /etc/evil; echo y > /tmp/t; echo z > ok.txt; true")
     text = out.result.content
     assert text.count("Read-only file system") == 2

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass
 class Box:
-    """A trajectory's sandbox as the loop goes: its settings and the current tree."""
+    """A trajectory's sandbox as the loop goes: its settings and the tree as it stands."""
 
     settings: Any
     ref: BoundID[Any]
@@ -73,7 +73,7 @@ async def sandbox_call(
     value: Callable[..., Any],
     store_tool: Callable[..., Any],
 ) -> ToolResult:
-    """A sandbox tool call on the current tree; the tree moves on to the one it left."""
+    """A sandbox tool call on the tree as it stands; the tree moves on to the one it left."""
     outcome = await value(
         context,
         context.run_step(

@@ -36,7 +36,6 @@ ROOT = os.geteuid() == 0
 SANDBOX_UID = 1000
 """The uid and gid commands see inside a bubblewrap sandbox."""
 PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-HOME = "/home/sandbox"
 LANG = "C.UTF-8"
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
 _CLONE_NEWNET = 0x40000000
@@ -189,9 +188,9 @@ def bwrap_argv(workspace: Path, limits: Limits, argv: list[str], status_fd: int)
         elif p.is_dir():
             out += ["--ro-bind", d, d]
     out += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/home"]
-    out += ["--dir", HOME, "--bind", str(workspace), limits.workdir, "--chdir", limits.workdir]
+    out += ["--bind", str(workspace), limits.workdir, "--chdir", limits.workdir]
     out += ["--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID), "--hostname", "sandbox"]
-    out += ["--clearenv", "--setenv", "PATH", PATH, "--setenv", "HOME", HOME]
+    out += ["--clearenv", "--setenv", "PATH", PATH, "--setenv", "HOME", limits.workdir]
     out += ["--setenv", "PYTHONDONTWRITEBYTECODE", "1"]
     out += ["--setenv", "LANG", LANG, "--json-status-fd", str(status_fd), "--", *argv]
     return out
