@@ -175,6 +175,9 @@ async def grade_trajectory(
     context: StepContext, scorer: Scorer, case: Case, trajectory: Trajectory
 ) -> Score:
     """Grade a trajectory: text scorers and judges grade its answer."""
+    from fxtr.agents._env import whole
+
+    trajectory = await whole(context, trajectory)  # a stored environment, read whole
     if isinstance(scorer, TrajectoryScorer):
         return scorer.grade_trajectory(case, trajectory)
     if scorer.kind in JUDGES:
