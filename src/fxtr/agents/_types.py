@@ -71,6 +71,8 @@ class Agent(Entity):
     ends it. Every turn and every tool call is a cached step.
     """
 
+    __added_fields__ = ("sandbox", "sandbox_code")
+
     tools: tuple[Tool, ...] = ()
     """What the model may call (``@tool`` functions)."""
     system: str | None = None
@@ -250,6 +252,8 @@ class Trajectory(Entity):
     ``answer`` is the final text (or the submitted answer), ``None`` when a limit stopped it
     first; ``env`` the final environment.
     """
+
+    __added_fields__ = ("sandbox",)
 
     messages: tuple[Message, ...]
     """The conversation: system prompt, user turns, the agent's replies and tool results."""
