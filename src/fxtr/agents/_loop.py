@@ -11,6 +11,7 @@ tools: it travels from call to call as a value.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import inspect
 import json
@@ -144,11 +145,17 @@ def _content(value: Any, tool: Tool) -> str:
 
 
 @step(name="fxtr.agents.tool")
-async def run_tool(context: StepContext, tool: Tool, call: ToolCall, env: Any) -> ToolOutcome:
+async def run_tool(
+    context: StepContext, tool: Tool, call: ToolCall, env: Any, timeout: float | None
+) -> ToolOutcome:
     """Run one tool call on the environment as the previous call left it.
 
     A tool that raises is not a failure: its result is the error (``ErrorType: message``),
-    returned to the model like any result, and the trajectory goes on.
+    returned to the model like any result, and the trajectory goes on. ``timeout`` is the
+    time the agent's ``time_limit`` leaves (``None``: no limit): an async tool still running
+    then is cancelled, and its result is a ``TimeoutError`` whose seconds use up the time
+    left, so the loop stops with ``limit:time`` (the time left is an input: a cut call is
+    never served to a trajectory that has more time).
 
     Raises:
         TypeError: the tool returned a value that cannot be sent to the model, or left an
@@ -162,9 +169,23 @@ async def run_tool(context: StepContext, tool: Tool, call: ToolCall, env: Any) -
         arguments["env"] = state
     started = time.perf_counter()
     try:
+        if timeout is not None and timeout <= 0:
+            raise _out_of_time(tool, timeout)
         value = tool.fn(**arguments)
         if inspect.isawaitable(value):
-            value = await value
+            limit = asyncio.timeout(timeout)
+            try:
+                async with limit:
+                    value = await value
+            except TimeoutError as exc:
+                if not limit.expired():
+                    raise  # the tool's own timeout, not the limit's
+                raise _out_of_time(tool, timeout) from exc
+    except _OutOfTime as exc:
+        context.log(str(exc))
+        result = ToolResult(tool_call_id=call.id, content=f"TimeoutError: {exc}", is_error=True)
+        seconds = max(time.perf_counter() - started, timeout or 0.0)
+        return ToolOutcome(result=result, env=env, seconds=seconds)
     except Exception as exc:  # the model sees the error and may try again
         seconds = time.perf_counter() - started
         context.log(f"tool {tool.name} raised {type(exc).__name__}: {exc}")
@@ -177,6 +198,21 @@ async def run_tool(context: StepContext, tool: Tool, call: ToolCall, env: Any) -
     if tool.uses_env:
         _check_env(state, f"The environment after tool {tool.name!r}")
     return ToolOutcome(result=result, env=state if tool.uses_env else env, seconds=seconds)
+
+
+class _OutOfTime(Exception):
+    """The agent's ``time_limit`` ran out before or while a tool call ran."""
+
+
+def _out_of_time(tool: Tool, timeout: float | None) -> _OutOfTime:
+    if timeout is not None and timeout <= 0:
+        return _OutOfTime(
+            f"tool {tool.name!r} was not run: the agent's time_limit had run out before it"
+        )
+    return _OutOfTime(
+        f"tool {tool.name!r} was cancelled after {timeout:.3g} s, the time the agent's "
+        "time_limit left (the trajectory stops with limit:time)"
+    )
 
 
 @step(name="fxtr.agents.score")
@@ -467,6 +503,11 @@ async def _run(
     )
 
 
+def _time_left(agent: Agent, totals: _Totals) -> float | None:
+    """Seconds the agent's ``time_limit`` leaves a tool call (``None``: no limit)."""
+    return None if agent.time_limit is None else agent.time_limit - totals.seconds
+
+
 async def _store_tool(
     context: WorkflowContext, tool: Tool, stored: dict[str, BoundID[Tool]]
 ) -> BoundID[Tool]:
@@ -522,6 +563,7 @@ async def _tool_calls(
                 "tool": stored.get(tool.name) or await _store_tool(context, tool, stored),
                 "call": await context.store(c),
                 "env": await _env_input(context, env if tool.uses_env else None),
+                "timeout": _time_left(agent, totals),
             },
         )
         if tool.uses_env:
