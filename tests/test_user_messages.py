@@ -1,10 +1,16 @@
-"""Messages and stops a new user meets on agent evals (issue 36 item 12): a hanging async tool
-stopped by ``time_limit``, a first parameter named ``ctx``, a damaged kept entry under review,
-a deeply nested tool call."""
+"""Messages and stops a new user meets (issue 36 item 12): a hanging async tool stopped by
+``time_limit``, a first parameter named ``ctx``, a damaged kept entry under review, a deeply
+nested tool call."""
 
 from __future__ import annotations
 
+import importlib
+import re
 import textwrap
+
+import pytest
+
+from fxtr.experiment.errors import SignatureError
 
 HANGING = textwrap.dedent(
     '''
@@ -60,3 +66,47 @@ def test_time_limit_cancels_an_async_tool_that_never_returns(pytester):
     again = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=120)
     again.assert_outcomes(passed=1)
     assert line in again.stdout.lines
+
+
+STEPS = textwrap.dedent(
+    """
+    from typing import Annotated
+    from fxtr.experiment.arrays import Array
+    from fxtr.experiment.steps import StepContext, step
+    from fxtr.experiment.workflows import WorkflowContext, workflow
+    from fxtr.experiment.handles import ScalarHandle
+
+    @step(name="m.answer")
+    async def answer(SIGNATURE) -> str:
+        return "ok"
+    """
+)
+
+
+@pytest.mark.parametrize(
+    ("signature", "renamed"),
+    [
+        ("ctx: StepContext, question: str", "ctx"),
+        ("ctx, question: str, n: int = 3", "ctx"),
+        ('ctx: "StepContext", rows: Annotated[Array[str], "[case: str]"]', "ctx"),
+        ("question: str, context: StepContext", None),
+        ("question: str", None),
+    ],
+)
+def test_the_signature_a_refused_step_is_told_to_write_is_accepted(
+    tmp_path, monkeypatch, signature, renamed
+):
+    """Whatever the first parameter, the 'Write:' line, pasted back, defines the step."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    name = f"steps_{abs(hash(signature))}"
+    (tmp_path / f"{name}.py").write_text(STEPS.replace("SIGNATURE", signature))
+    with pytest.raises(SignatureError) as refused:
+        importlib.import_module(name)
+    text = str(refused.value)
+    written = re.search(r"Write: async def answer\((.*)\)$", text)
+    assert written, text
+    assert ("rename 'ctx' to 'context'" in text) == (renamed is not None)
+    fixed = f"{name}_fixed"
+    (tmp_path / f"{fixed}.py").write_text(STEPS.replace("SIGNATURE", written.group(1)))
+    module = importlib.import_module(fixed)  # accepted as written
+    assert list(module.answer.signature.params)[-1] in ("question", "n", "rows")
