@@ -5,12 +5,22 @@ nested tool call."""
 from __future__ import annotations
 
 import importlib
+import json
 import re
+import sqlite3
 import textwrap
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+import fxtr
+from fxtr.experiment._why import DAMAGED_KEPT
+from fxtr.experiment.arrays import Array
 from fxtr.experiment.errors import SignatureError
+from fxtr.store import CacheEntry
+from tests.faults.conftest import fxtr_cli
+from tests.faults.flows import batch
 
 HANGING = textwrap.dedent(
     '''
@@ -110,3 +120,47 @@ def test_the_signature_a_refused_step_is_told_to_write_is_accepted(
     (tmp_path / f"{fixed}.py").write_text(STEPS.replace("SIGNATURE", written.group(1)))
     module = importlib.import_module(fixed)  # accepted as written
     assert list(module.answer.signature.params)[-1] in ("question", "n", "rows")
+
+
+ADDRESS = "faults.batch/work[case=a]"
+
+
+def _batch(store: str, payload: str, conflict: str = "review") -> Any:
+    keys = Array.from_mapping({"a": "a", "b": "b"}, dims=["case"], value_type=str)
+    inputs = {"keys": keys, "payload": payload, "gate": ""}
+    return fxtr.run(batch, inputs, store=store, conflict=conflict)
+
+
+@pytest.mark.parametrize("damage", ["undecodable", "cut"])
+def test_a_damaged_kept_entry_is_recomputed_not_reviewed_as_a_changed_input(tmp_path, damage):
+    """Payload A, then B (A kept), then A again with A's kept entry damaged: A's inputs were
+    held, so it is no conflict: recomputed and counted, and `fxtr cache why` says damaged."""
+    store = str(tmp_path / "store")
+    first = _batch(store, "A")
+    assert _batch(store, "B", conflict="overwrite").status == "succeeded"
+    fp = first.invocation(ADDRESS).fingerprint
+    key = f"q|{ADDRESS}|{fp}"
+    with sqlite3.connect(Path(store) / "cache" / "cache.db") as con:
+        (value,) = con.execute("SELECT value FROM Cache WHERE key = ?", (key,)).fetchone()
+        texts = json.loads(value)
+        entry = CacheEntry.from_text(texts[0])
+        if damage == "undecodable":  # its checksum matches, its result does not decode
+            entry.result = "{not json"
+            texts[0] = entry.to_text()
+        else:
+            texts[0] = texts[0][: len(texts[0]) // 2]
+        con.execute("UPDATE Cache SET value = ? WHERE key = ?", (json.dumps(texts), key))
+    again = _batch(store, "A")
+    assert again.status == "succeeded", [(i.address, i.status, i.error) for i in again.invocations]
+    assert again.output == first.output and again.damaged == [ADDRESS]
+    inv = again.invocation(ADDRESS)
+    assert not inv.from_cache
+    assert inv.changed == [DAMAGED_KEPT]
+    assert not any("payload" in part for part in inv.changed)
+    why = fxtr_cli("--store", store, "cache", "why", ADDRESS)
+    assert why.returncode == 0, why.stderr
+    assert "payload" not in why.stdout and "damaged" in why.stdout, why.stdout
+    assert "ran because the entry kept for these inputs was damaged" in why.stdout
+    # B's entry stayed kept: switching back to B is a hit, and A again is a hit
+    assert all(i.from_cache for i in _batch(store, "B").invocations if i.address == ADDRESS)
+    assert all(i.from_cache for i in _batch(store, "A").invocations if i.address == ADDRESS)

@@ -21,7 +21,7 @@ from fxtr.experiment._entity import BoundID, Entity
 from fxtr.experiment._graph import Value
 from fxtr.experiment._records import Invocation
 from fxtr.experiment._types import check_value, format_dims, is_entity_type, type_name
-from fxtr.experiment._why import explain
+from fxtr.experiment._why import DAMAGED, DAMAGED_KEPT, explain
 from fxtr.models._classify import classify, failure_category
 from fxtr.store import CacheEntry
 
@@ -53,9 +53,10 @@ async def invoke(
     if replaced is not None:  # it runs at a known address: say what changed
         found = CacheEntry.from_text(replaced)
         inv.found = found.key
-        inv.changed = explain(run, step, fps, found)
+        damaged = address in run.damaged  # the kept entry of these inputs was
+        inv.changed = [DAMAGED_KEPT] if damaged else explain(run, step, fps, found)
     elif address in run.damaged:
-        inv.changed = ["the entry was damaged (recomputed)"]
+        inv.changed = [DAMAGED]
     step_sem = step_semaphore(run, step)
     try:
         async with run.sem:

@@ -71,15 +71,17 @@ def decide(
         if value is not None:
             return "hit", value
         entry = CacheEntry.damaged_entry()  # its result cannot be decoded
+    held = False  # a kept entry of these inputs, damaged: they are no conflict
     for other in kept or ():
         if not other.damaged and matches(other, fp):
             value = hit(run, step, address, fps, fp, other)
             if value is not None:
                 run.queue().current[address] = other.key
                 return "hit", value
-    if entry.damaged:  # never served: recomputed, and counted
+        held = held or other.damaged or matches(other, fp)
+    if entry.damaged or held:  # never served: recomputed, and counted
         run.damaged[address] = None
-        return "run", None
+        return "run", None if entry.damaged else entry.to_text()
     if entry.version != version_str(step.version) or run.conflict == "overwrite":
         return "run", entry.to_text()
     conflict = conflict_of(run, step, entry, fps)

@@ -28,6 +28,15 @@ if TYPE_CHECKING:
 MAX_PARTS = 8
 """Differences named per input at most (the rest are counted)."""
 
+DAMAGED = "the entry was damaged (recomputed)"
+"""Why an invocation ran whose address's current entry was damaged."""
+DAMAGED_KEPT = (
+    "the entry kept for these inputs was damaged (recomputed; the current entry, of other "
+    "inputs, stays kept)"
+)
+"""Why an invocation ran whose inputs the address held in a kept entry that was damaged: the
+address held them, so it is no conflict (no review), and the entry is recomputed."""
+
 
 class Pending:
     """A run's store as ``changed_parts`` reads it: with the values not yet flushed."""
