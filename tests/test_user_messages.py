@@ -12,13 +12,19 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+import respx
 
 import fxtr
+from fxtr.agents import Agent
+from fxtr.agents._tool import MAX_NESTING, nesting
+from fxtr.evals import Case, Model, evaluate, includes
 from fxtr.experiment._why import DAMAGED_KEPT
 from fxtr.experiment.arrays import Array
 from fxtr.experiment.errors import SignatureError
 from fxtr.store import CacheEntry
+from tests import agent_examples as ex
 from tests.faults.conftest import fxtr_cli
 from tests.faults.flows import batch
 
@@ -67,15 +73,18 @@ def test_time_limit_cancels_an_async_tool_that_never_returns(pytester):
     pytester.makepyfile(test_hang=HANGING)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=120)
     result.assert_outcomes(passed=1)
-    line = next(x for x in result.stdout.lines if x.startswith("RESULT"))
-    stop, is_error, content = line.removeprefix("RESULT ").split("|")
+    found = re.search(r"RESULT (.*)", result.stdout.str())
+    assert found, result.stdout.str()
+    stop, is_error, content = found.group(1).split("|")
     assert (stop, is_error) == ("limit:time", "True")
-    assert content.startswith("TimeoutError: tool 'wait_forever' was cancelled after 0.5 s")
-    assert "time_limit" in content
+    cut = re.match(r"TimeoutError: tool 'wait_forever' was cancelled after ([0-9.]+) s, ", content)
+    assert cut, content
+    assert 0 < float(cut.group(1)) <= 0.5  # the time left after the model's turn
+    assert "the time the agent's time_limit left" in content
     # a rerun serves the cut call from the cache: same stop, no wait
     again = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-s", timeout=120)
     again.assert_outcomes(passed=1)
-    assert line in again.stdout.lines
+    assert found.group(0) in again.stdout.str()
 
 
 STEPS = textwrap.dedent(
@@ -164,3 +173,118 @@ def test_a_damaged_kept_entry_is_recomputed_not_reviewed_as_a_changed_input(tmp_
     # B's entry stayed kept: switching back to B is a hit, and A again is a hit
     assert all(i.from_cache for i in _batch(store, "B").invocations if i.address == ADDRESS)
     assert all(i.from_cache for i in _batch(store, "A").invocations if i.address == ADDRESS)
+
+
+DEEP = textwrap.dedent(
+    '''
+    import pytest
+    from fxtr.agents import Agent, tool, tool_call
+    from fxtr.evals import Case, evaluate, includes, register_mock
+    from fxtr.models import ToolMessage
+
+    @tool
+    def echo(data: list) -> str:
+        """Echo the data."""
+        return "ok"
+
+    def deep(request):
+        if isinstance(request.context[-1], ToolMessage):
+            return "done"
+        value = []
+        for _ in range(4999):
+            value = [value]
+        return tool_call("echo", data=value)
+
+    @pytest.mark.fxtr(evaluate, dims={"model": "model", "case": "case"},
+                      inputs={"scorer": includes(), "agent": Agent(tools=(echo,))})
+    @pytest.mark.parametrize("model", [register_mock("deep-caller", deep)])
+    @pytest.mark.parametrize("case", [Case(id="x", input="go", target="done")])
+    def test_deep(model, case, result):
+        assert result is not None
+    '''
+)
+
+
+def test_a_5000_deep_tool_call_is_refused_naming_the_tool_and_the_depth(pytester):
+    """Not a raw RecursionError: the turn fails with the tool, the depth and the fix."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_deep=DEEP)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", timeout=120)
+    out = result.stdout.str()
+    assert "RecursionError" not in out, out
+    assert (
+        "ValueError: The call of tool 'echo' has arguments nested 5000 levels deep, more "
+        "than the 100 fxtr accepts" in out
+    ), out
+    assert "give the tool flat parameters" in out
+
+
+def _nested(depth: int) -> Any:
+    value: Any = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@respx.mock
+def test_a_provider_reply_nesting_a_call_too_deep_is_refused(tmp_path, monkeypatch):
+    """A call read from a provider's JSON (500 deep: json reads it, the cache could not)."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
+    call = {
+        "id": "call_a",
+        "type": "function",
+        "function": {"name": "add", "arguments": json.dumps({"a": _nested(500), "b": 1})},
+    }
+    reply = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "gpt-4o-mini",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": None, "tool_calls": [call]},
+                "finish_reason": "tool_calls",
+            }
+        ],
+        "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7},
+    }
+    respx.post("http://llm.test/v1/chat/completions").mock(
+        return_value=httpx.Response(200, json=reply)
+    )
+    model = Model("openai-compatible/gpt-4o-mini", base_url="http://llm.test/v1")
+    result = fxtr.run(
+        evaluate,
+        {
+            "model": Array.from_mapping({model.name: model}, dims=["model"]),
+            "case": Array.from_mapping({"x": Case(id="x", input="go")}, dims=["case"]),
+            "scorer": includes(),
+            "agent": Agent(tools=(ex.add,)),
+        },
+        store=tmp_path,
+    )
+    errors = [i.error for i in result.invocations if i.status == "failed"]
+    assert result.status == "failed"
+    assert errors == [
+        "ValueError: The call of tool 'add' has arguments nested 500 levels deep, more than "
+        "the 100 fxtr accepts (such a value cannot be cached or sent back): give the tool flat "
+        "parameters (a list of records, not records inside records), or make the model's "
+        "reply flatter."
+    ]
+
+
+def test_nesting_is_measured_without_recursion():
+    """The depth is counted iteratively (an independent recursive count on shallow values)."""
+
+    def depth(v: Any) -> int:
+        if isinstance(v, dict):
+            return 1 + max((depth(x) for x in v.values()), default=0)
+        if isinstance(v, list | tuple):
+            return 1 + max((depth(x) for x in v), default=0)
+        return 0
+
+    samples = [1, [], {}, [1, [2, {"a": [3]}]], {"a": {"b": {"c": []}}, "d": [[[[]]]]}]
+    for v in samples:
+        assert nesting(v, 10**9) == depth(v)
+    assert nesting(_nested(100_000), 10**9) == 100_000
+    assert nesting(_nested(100_000)) == MAX_NESTING + 1  # stops counting past the limit

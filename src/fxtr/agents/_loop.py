@@ -22,7 +22,7 @@ import fxtr.evals._evaluate as kit  # a module: the kit imports this package hal
 from fxtr.agents import _memo as memo
 from fxtr.agents._prompts import CONTINUE, SUBMIT, USER_SIM_GREETING, USER_SIM_SYSTEM
 from fxtr.agents._scorers import grade_trajectory
-from fxtr.agents._tool import Tool, import_path
+from fxtr.agents._tool import Tool, check_nesting, import_path
 from fxtr.agents._types import (
     RUNNERS,
     Agent,
@@ -82,6 +82,9 @@ async def turn(context: StepContext, model: Model, request: ModelRequest) -> Tur
     response = await kit.call(model, request, batch=False)
     seconds = time.perf_counter() - started
     index = sum(isinstance(m, AssistantMessage) for m in request.context)
+    for block in response.output:
+        if isinstance(block, ToolCall):
+            check_nesting(block.name, block.arguments)  # before encoding it fails deep inside
     return Turn(response=_numbered(response, index), seconds=seconds)
 
 

@@ -6,6 +6,7 @@ import dataclasses
 import importlib
 import inspect
 import json
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -212,6 +213,53 @@ def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None
     )
     _FUNCTIONS[path] = fn
     return Tool(path=path, spec=spec, code=_normalized_source_hash(fn), uses_env=uses_env)
+
+
+MAX_NESTING = 100
+"""How deep a tool call's arguments may nest (lists and dicts in one another). Far beyond
+any tool's schema, and far below what encoding a value for the cache can take (the
+interpreter's stack): a deeper call is refused with the tool's name and the depth."""
+
+
+def nesting(value: Any, limit: int = MAX_NESTING) -> int:
+    """How deep lists and dicts nest in ``value`` (a scalar: 0), counted up to ``limit + 1``.
+
+    Walks without recursion, so a value of any depth is measured, never a RecursionError.
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        if depth > limit:
+            return deepest
+        stack.extend((child, depth) for child in children)
+    return deepest
+
+
+def check_nesting(name: str, arguments: dict[str, Any]) -> None:
+    """Refuse a call of tool ``name`` whose arguments nest deeper than ``MAX_NESTING``.
+
+    Raises:
+        ValueError: naming the tool, the depth and the limit.
+    """
+    values = list(arguments.values())
+    if nesting(values, MAX_NESTING + 1) > MAX_NESTING + 1:  # the list itself is a level
+        msg = (
+            f"The call of tool {name!r} has arguments nested "
+            f"{nesting(values, sys.maxsize) - 1} levels deep, more than the {MAX_NESTING} fxtr "
+            "accepts (such a value cannot be cached or sent back): give the tool flat "
+            "parameters (a list of records, not records inside records), or make the model's "
+            "reply flatter."
+        )
+        raise ValueError(msg)
 
 
 _SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
