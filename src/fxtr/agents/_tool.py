@@ -198,9 +198,7 @@ def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None
         )
         raise TypeError(msg)
     path = path_of(fn, "tool")
-    summary = "\n\n".join(
-        part for part in (doc.short_description, doc.long_description) if part
-    ).strip()
+    summary = first_paragraph(doc)
     spec = ToolSpec(
         name=name or fn.__name__,
         description=description if description is not None else summary,
@@ -213,6 +211,19 @@ def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None
     )
     _FUNCTIONS[path] = fn
     return Tool(path=path, spec=spec, code=_normalized_source_hash(fn), uses_env=uses_env)
+
+
+def first_paragraph(doc: docstring_parser.Docstring) -> str:
+    """The docstring's first paragraph (DESIGN §12), its lines joined: the tool's description.
+
+    ``docstring_parser`` cuts the short description at the first line; a paragraph wrapped
+    over several lines goes on into the long one, up to the first blank line.
+    """
+    if not doc.long_description or doc.blank_after_short_description:
+        text = doc.short_description or ""
+    else:
+        text = f"{doc.short_description or ''}\n{doc.long_description}"
+    return " ".join(text.split("\n\n", 1)[0].split())
 
 
 MAX_NESTING = 100

@@ -23,7 +23,7 @@ from fxtr.experiment._graph import Value, decoded
 from fxtr.experiment._invocation import invoke
 from fxtr.experiment._records import Invocation
 from fxtr.experiment._replay import replayed
-from fxtr.experiment._why import explain
+from fxtr.experiment._why import explain, review_summary
 from fxtr.models._mock import code_changed
 from fxtr.store import CacheEntry
 
@@ -374,18 +374,8 @@ def conflict_of(
     cached_inputs = meta.get("inputs", {})
     changed = sorted(k for k in set(fps) | set(cached_inputs) if fps.get(k) != cached_inputs.get(k))
     parts = explain(run, step, fps, entry)
-    inputs = [p for p in parts if p.split(".")[0].split("[")[0].split(" ")[0] in changed]
     source = meta.get("source") != step.source_hash
-    what = []
-    if changed:
-        what.append(f"input(s) {', '.join(changed)} changed ({', '.join(inputs) or '?'})")
-    if source:
-        what.append(f"code of {step.name} changed (code drift)")
-    models = [p for p in parts if p.startswith("code of ") and p != f"code of {step.name}"]
-    if models:
-        what.append(f"{', '.join(models)} changed (a mock model's reply)")
-    if not what:
-        what.append("the fingerprint changed")
+    what = review_summary(run, step, fps, entry)
     return {
         "inputs": changed,
         "source": source,
