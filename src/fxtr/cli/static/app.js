@@ -457,9 +457,12 @@
     } else {
       box.appendChild(el("p", { class: "muted small", text: "The messages of this call were not recorded." }));
     }
-    if (c.reply !== undefined && c.reply !== null) {
+    if (textOf(c.reply)) {
       box.appendChild(el("div", { class: "msg msg-reply" }, [el("div", { class: "who", text: "reply" }), el("pre", { class: "reply", text: textOf(c.reply) })]));
-    } else if (c.error) {
+    } else if (c.reply !== undefined && c.reply !== null && !c.error) {  // never an empty box
+      box.appendChild(el("p", { class: "muted small reply-empty", text: "The reply has no text (a reply of tool calls: the trajectory shows them)." }));
+    }
+    if (c.error) {
       box.appendChild(el("pre", { class: "error", text: (c.reason ? c.reason + ": " : "") + c.error }));
     }
     return box;
