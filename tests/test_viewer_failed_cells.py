@@ -104,3 +104,64 @@ def test_the_failed_trajectory_in_chromium(page, failed_agent):  # noqa: F811
     finally:
         server.shutdown()
         server.server_close()
+
+
+JUDGED = textwrap.dedent(
+    """
+    from typing import Annotated
+    import pytest
+    from fxtr import ArrayHandle, StepContext, WorkflowContext, step, workflow
+
+    @step(name="t.say")
+    async def say(context: StepContext, q: str) -> str:
+        return "said " + q
+
+    @workflow(name="t.wf")
+    async def wf(context: WorkflowContext, q: Annotated[ArrayHandle[str], "[case: str]"]
+                 ) -> Annotated[ArrayHandle[str], "[case: str]"]:
+        return context.run_step("say", say, {"q": q}, map_over=["case"])
+
+    @pytest.mark.fxtr(wf)
+    @pytest.mark.parametrize("q", ["one", "two", "three"])
+    def test_text(q, result):
+        assert result == "said one"
+    """
+)
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["one-process", "xdist"])
+def test_a_cell_whose_result_is_not_a_score_shows_the_tests_outcome(
+    page,  # noqa: F811
+    pytester,
+    workers,
+):
+    """The test judged each result: the cell says passed or failed, not only `no score`."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_text=JUDGED)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", *workers)
+    result.assert_outcomes(passed=1, failed=2)
+    store = open_store(pytester.path / ".fxtr")
+    (job,) = [j["job_id"] for j in store.iter_jobs()]
+    matrix = Viewer(store).matrix(job, {})
+    texts = {r["label"]: r["cells"][0]["text"] for r in matrix["rows"]}
+    assert texts == {
+        "one": "no score · passed",
+        "two": "no score · failed",
+        "three": "no score · failed",
+    }
+    assert matrix["counts"]["failed"] == 2 and matrix["counts"]["missing"] == 0
+    server, _ = serve(store, "127.0.0.1", 0)
+    try:
+        page.goto(f"http://127.0.0.1:{server.server_address[1]}/#/job/{job}")
+        page.wait_for_selector("#matrix td.cell")
+        cells = page.eval_on_selector_all("#matrix td.cell", "els => els.map(e => e.innerText)")
+        assert sorted(cells) == ["no score · failed", "no score · failed", "no score · passed"]
+        page.click("#matrix tr[data-case='two'] td.cell")
+        page.wait_for_selector("#panel .cell-invocation")
+        assert "no score: the test failed on its result" in page.inner_text("#panel")
+        if not workers:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "unscored-outcome.png"))
+    finally:
+        server.shutdown()
+        server.server_close()
