@@ -11,7 +11,6 @@ tools: it travels from call to call as a value.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import inspect
 import json
@@ -22,7 +21,7 @@ import fxtr.evals._evaluate as kit  # a module: the kit imports this package hal
 from fxtr.agents import _memo as memo
 from fxtr.agents._prompts import CONTINUE, SUBMIT, USER_SIM_GREETING, USER_SIM_SYSTEM
 from fxtr.agents._scorers import grade_trajectory
-from fxtr.agents._tool import Tool, check_nesting, import_path
+from fxtr.agents._tool import OutOfTime, Tool, call_within, check_nesting, import_path
 from fxtr.agents._types import (
     RUNNERS,
     Agent,
@@ -154,11 +153,8 @@ async def run_tool(
     """Run one tool call on the environment as the previous call left it.
 
     A tool that raises is not a failure: its result is the error (``ErrorType: message``),
-    returned to the model like any result, and the trajectory goes on. ``timeout`` is the
-    time the agent's ``time_limit`` leaves (``None``: no limit): an async tool still running
-    then is cancelled, and its result is a ``TimeoutError`` whose seconds use up the time
-    left, so the loop stops with ``limit:time`` (the time left is an input: a cut call is
-    never served to a trajectory that has more time).
+    returned to the model like any result, and the trajectory goes on. ``timeout``: the time
+    ``time_limit`` leaves (see ``call_within``); a cut call's seconds use it up.
 
     Raises:
         TypeError: the tool returned a value that cannot be sent to the model, or left an
@@ -172,19 +168,8 @@ async def run_tool(
         arguments["env"] = state
     started = time.perf_counter()
     try:
-        if timeout is not None and timeout <= 0:
-            raise _out_of_time(tool, timeout)
-        value = tool.fn(**arguments)
-        if inspect.isawaitable(value):
-            limit = asyncio.timeout(timeout)
-            try:
-                async with limit:
-                    value = await value
-            except TimeoutError as exc:
-                if not limit.expired():
-                    raise  # the tool's own timeout, not the limit's
-                raise _out_of_time(tool, timeout) from exc
-    except _OutOfTime as exc:
+        value = await call_within(tool, arguments, timeout)
+    except OutOfTime as exc:
         context.log(str(exc))
         result = ToolResult(tool_call_id=call.id, content=f"TimeoutError: {exc}", is_error=True)
         seconds = max(time.perf_counter() - started, timeout or 0.0)
@@ -201,21 +186,6 @@ async def run_tool(
     if tool.uses_env:
         _check_env(state, f"The environment after tool {tool.name!r}")
     return ToolOutcome(result=result, env=state if tool.uses_env else env, seconds=seconds)
-
-
-class _OutOfTime(Exception):
-    """The agent's ``time_limit`` ran out before or while a tool call ran."""
-
-
-def _out_of_time(tool: Tool, timeout: float | None) -> _OutOfTime:
-    if timeout is not None and timeout <= 0:
-        return _OutOfTime(
-            f"tool {tool.name!r} was not run: the agent's time_limit had run out before it"
-        )
-    return _OutOfTime(
-        f"tool {tool.name!r} was cancelled after {timeout:.3g} s, the time the agent's "
-        "time_limit left (the trajectory stops with limit:time)"
-    )
 
 
 @step(name="fxtr.agents.score")
@@ -506,11 +476,6 @@ async def _run(
     )
 
 
-def _time_left(agent: Agent, totals: _Totals) -> float | None:
-    """Seconds the agent's ``time_limit`` leaves a tool call (``None``: no limit)."""
-    return None if agent.time_limit is None else agent.time_limit - totals.seconds
-
-
 async def _store_tool(
     context: WorkflowContext, tool: Tool, stored: dict[str, BoundID[Tool]]
 ) -> BoundID[Tool]:
@@ -566,7 +531,7 @@ async def _tool_calls(
                 "tool": stored.get(tool.name) or await _store_tool(context, tool, stored),
                 "call": await context.store(c),
                 "env": await _env_input(context, env if tool.uses_env else None),
-                "timeout": _time_left(agent, totals),
+                "timeout": None if agent.time_limit is None else agent.time_limit - totals.seconds,
             },
         )
         if tool.uses_env:

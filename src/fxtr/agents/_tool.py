@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import importlib
 import inspect
@@ -224,6 +225,41 @@ def first_paragraph(doc: docstring_parser.Docstring) -> str:
     else:
         text = f"{doc.short_description or ''}\n{doc.long_description}"
     return " ".join(text.split("\n\n", 1)[0].split())
+
+
+class OutOfTime(Exception):
+    """The agent's ``time_limit`` ran out before or while a tool call ran."""
+
+
+async def call_within(tool: Tool, arguments: dict[str, Any], timeout: float | None) -> Any:
+    """Call the tool (awaiting an async one) within ``timeout`` seconds (``None``: no limit).
+
+    ``timeout`` is what the agent's ``time_limit`` leaves: an async tool still running then
+    is cancelled. It is an input of the call's step, so a cut call is never served to a
+    trajectory that has more time. A sync tool cannot be cancelled: it runs to its end.
+
+    Raises:
+        OutOfTime: no time was left, or the tool was cancelled when it ran out.
+        Exception: whatever the tool raised (its own ``TimeoutError`` included).
+    """
+    if timeout is not None and timeout <= 0:
+        msg = f"tool {tool.name!r} was not run: the agent's time_limit had run out before it"
+        raise OutOfTime(msg)
+    value = tool.fn(**arguments)
+    if not inspect.isawaitable(value):
+        return value
+    limit = asyncio.timeout(timeout)
+    try:
+        async with limit:
+            return await value
+    except TimeoutError as exc:
+        if not limit.expired():
+            raise  # the tool's own timeout, not the limit's
+        msg = (
+            f"tool {tool.name!r} was cancelled after {timeout:.3g} s, the time the agent's "
+            "time_limit left (the trajectory stops with limit:time)"
+        )
+        raise OutOfTime(msg) from exc
 
 
 MAX_NESTING = 100
