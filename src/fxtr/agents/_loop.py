@@ -20,6 +20,7 @@ from typing import Any
 import fxtr.evals._evaluate as kit  # a module: the kit imports this package half-way
 from fxtr.agents import _memo as memo
 from fxtr.agents._prompts import CONTINUE, SUBMIT, USER_SIM_GREETING, USER_SIM_SYSTEM
+from fxtr.agents._sandboxes import Box, sandbox_call, sandbox_of
 from fxtr.agents._scorers import grade_trajectory
 from fxtr.agents._tool import OutOfTime, Tool, call_within, check_nesting, import_path
 from fxtr.agents._types import (
@@ -399,6 +400,7 @@ async def _run(
             ),
         )
         env = built.state
+    box = await sandbox_of(context, agent, case, _value) if agent.sandbox is not None else None
     totals = _Totals()
     requests = _Requests(specs, sampling)
     stored: dict[str, BoundID[Tool]] = {}
@@ -425,7 +427,7 @@ async def _run(
         )
         if calls:
             results, env, submitted = await _tool_calls(
-                context, agent, tools, i, calls, env, totals, stored
+                context, agent, tools, i, calls, env, totals, stored, box
             )
             if results:
                 messages.append(ToolMessage(results=tuple(results)))
@@ -473,6 +475,7 @@ async def _run(
         ),
         cost=totals.cost,
         simulated=tuple(simulated),
+        sandbox=box.state() if box is not None else None,
     )
 
 
@@ -499,6 +502,7 @@ async def _tool_calls(
     env: Any,
     totals: _Totals,
     stored: dict[str, BoundID[Tool]],
+    box: Box | None = None,
 ) -> tuple[list[ToolResult], Any, str | None]:
     """Run a turn's calls in order, each on the environment the one before left.
 
@@ -523,6 +527,12 @@ async def _tool_calls(
                 f"{known}.",
                 is_error=True,
             )
+            continue
+        if box is not None and tool.uses_sandbox:
+            results[j] = await sandbox_call(
+                context, tool, c, f"tool[{i},{j}]", box, stored, _value, _store_tool
+            )
+            totals.seconds, box.seconds = totals.seconds + box.seconds, 0.0
             continue
         handle = context.run_step(
             f"tool[{i},{j}]",

@@ -24,6 +24,9 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {}
 
 ENV_PARAMETER = "env"
 """A tool parameter of this name receives the trajectory's environment, hidden from the model."""
+SANDBOX_PARAMETER = "sandbox"
+"""A tool parameter of this name receives the trajectory's sandbox (``fxtr.sandbox``), hidden
+from the model."""
 
 
 class Tool(Entity):
@@ -52,6 +55,11 @@ class Tool(Entity):
     def fn(self) -> Callable[..., Any]:
         """The function (imported from ``path`` when this process has not defined it)."""
         return tool_function(self.path)
+
+    @property
+    def uses_sandbox(self) -> bool:
+        """Whether the function takes the hidden ``sandbox`` parameter (a sandbox tool)."""
+        return SANDBOX_PARAMETER in inspect.signature(self.fn).parameters
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the function directly (a test of the tool itself)."""
@@ -166,6 +174,8 @@ def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None
     for p in inspect.signature(fn).parameters.values():
         if p.name == ENV_PARAMETER:
             uses_env = True
+            continue
+        if p.name == SANDBOX_PARAMETER:
             continue
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             problems.append(f"*{p.name} (name every parameter)")

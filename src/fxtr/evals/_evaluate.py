@@ -63,6 +63,10 @@ async def generate(context: StepContext, model: Model, case: Case) -> ModelRespo
     return await call(model, request_for(model, case_prompt(case), context.sample))
 
 
+SANDBOX_GRADERS: dict[str, Any] = {}
+"""``sandbox_check``'s grader of an answer, registered by ``fxtr.sandbox`` when imported."""
+
+
 @step(name="fxtr.score")
 async def score(context: StepContext, scorer: Scorer, case: Case, response: ModelResponse) -> Score:
     """Grade one response; a judge's call is recorded with the role ``judge``.
@@ -72,6 +76,10 @@ async def score(context: StepContext, scorer: Scorer, case: Case, response: Mode
             was offered (the raw reply is in the message; the cell is missing, not wrong).
     """
     completion = response.text
+    if scorer.kind == "sandbox_check":  # the answer written into a sandbox, then a command
+        grade_answer = SANDBOX_GRADERS["answer"]
+        graded: Score = await grade_answer(context, scorer, case, completion)
+        return graded
     if scorer.kind not in JUDGES:
         return scorer.grade(case, completion)
     return await _judged(context, scorer, case, completion)

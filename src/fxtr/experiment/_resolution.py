@@ -84,6 +84,13 @@ def decide(
         return "run", None if entry.damaged else entry.to_text()
     if entry.version != version_str(step.version) or run.conflict == "overwrite":
         return "run", entry.to_text()
+    same_inputs = entry.meta.get("inputs") == fps
+    if not step.code_counts and same_inputs and matches(entry, entry.fingerprint):
+        # written while the source of a versioned step was in its fingerprint (before the
+        # version stood for the code): the same version and inputs, so the same result
+        value = hit(run, step, address, fps, fp, entry)
+        if value is not None:
+            return "hit", value
     conflict = conflict_of(run, step, entry, fps)
     inv = Invocation(
         address,
@@ -280,8 +287,13 @@ def hit(
     """The entry's result served, or None when its text cannot be decoded.
 
     Such an entry is damaged though its checksum matched (written damaged, or by a buggy or
-    newer writer): a miss, recomputed and counted, never a crash.
+    newer writer): a miss, recomputed and counted, never a crash. So is one that names a
+    part (``StepContext.put_blobs``) the store lacks, or holds damaged: never a hit that
+    fails later.
     """
+    parts = entry.parts
+    if parts and len(run.store.get_blobs(parts)) < len(set(parts)):
+        return None
     try:
         return served(run, step, address, fps, fp, entry.result, entry.usage)
     except _UNDECODABLE:
@@ -374,7 +386,7 @@ def conflict_of(
     cached_inputs = meta.get("inputs", {})
     changed = sorted(k for k in set(fps) | set(cached_inputs) if fps.get(k) != cached_inputs.get(k))
     parts = explain(run, step, fps, entry)
-    source = meta.get("source") != step.source_hash
+    source = step.code_counts and meta.get("source") != step.source_hash
     what = review_summary(run, step, fps, entry)
     return {
         "inputs": changed,

@@ -85,7 +85,7 @@ def changed_parts(
     parts = input_parts(store, meta.get("inputs") or {}, fps, memo)
     if meta.get("step") not in (None, step.name):
         parts.append(f"step ({meta['step']} → {step.name})")
-    elif meta.get("source") is not None and meta.get("source") != step.source_hash:
+    elif step.code_counts and meta.get("source") not in (None, step.source_hash):
         parts.append(f"code of {step.name}")
     version = None if step.version is None else str(step.version)
     if entry.version != version:
@@ -127,7 +127,7 @@ def review_summary(
         what.append(f"input(s) {', '.join(inputs)} changed ({', '.join(fields) or 'values'})")
     if codes:
         what.append(f"{', '.join(codes)} changed")
-    if entry.meta.get("source") != step.source_hash:
+    if step.code_counts and entry.meta.get("source") != step.source_hash:
         what.append(f"code of {step.name} changed (code drift)")
     if entry.code:
         models = [f"code of {name}" for name in sorted(code_changed(entry.code))]

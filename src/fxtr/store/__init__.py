@@ -6,11 +6,16 @@ transaction writes a result, its invocation record and the release of its claim 
 and a second one for job records alone, so listing jobs never reads the cache), and
 ``PostgresStore`` (``pytest-fxtr[postgres]``) gives a team and its CI runners one store.
 ``open_store`` takes a directory or a ``postgresql://`` URL.
+
+Both keep content-addressed *parts*: bytes stored once per store under their digest
+(``blob_digest``), written with the entries that name them (``Batch.blobs``) and read back
+verified (``get_blobs``: a part whose bytes no longer hash to its digest is absent). An
+agent's environment is stored as a tree of such parts, so a tool call stores what it changed.
 """
 
 from typing import Any
 
-from fxtr.store._base import Batch, CacheEntry, StoreError, is_url
+from fxtr.store._base import Batch, CacheEntry, StoreError, blob_digest, is_url
 from fxtr.store._diskcache import DiskStore
 from fxtr.store._factory import open_store
 from fxtr.store._protocol import Store
@@ -22,6 +27,7 @@ __all__ = [
     "PostgresStore",
     "Store",
     "StoreError",
+    "blob_digest",
     "is_url",
     "open_store",
 ]
