@@ -24,7 +24,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from fxtr.agents._state import StoredEnv
-from fxtr.agents._tool import Tool, _content, import_path
+from fxtr.agents._tool import OutOfTime, Tool, _content, call_within, import_path
 from fxtr.agents._types import Environment, ToolOutcome, Trajectory
 from fxtr.evals._cases import Case
 from fxtr.experiment._encoding import EncodingError
@@ -126,7 +126,7 @@ def _queued(context: StepContext, digests: list[str]) -> dict[str, bytes]:
 
 @step(name="fxtr.agents.tool")
 async def run_tool_on_state(
-    context: StepContext, tool: Tool, call: ToolCall, env: Any
+    context: StepContext, tool: Tool, call: ToolCall, env: Any, timeout: float | None
 ) -> ToolOutcome:
     """Run one tool call on the stored environment as the previous call left it.
 
@@ -146,9 +146,11 @@ async def run_tool_on_state(
     arguments["env"] = tree.value
     started = time.perf_counter()
     try:
-        value = tool.fn(**arguments)
-        if inspect.isawaitable(value):
-            value = await value
+        value = await call_within(tool, arguments, timeout)
+    except OutOfTime as exc:  # cut at the time the agent's time_limit left
+        context.log(str(exc))
+        result = ToolResult(tool_call_id=call.id, content=f"TimeoutError: {exc}", is_error=True)
+        seconds = max(time.perf_counter() - started, timeout or 0.0)
     except Exception as exc:  # the model sees the error and may try again
         seconds = time.perf_counter() - started
         context.log(f"tool {tool.name} raised {type(exc).__name__}: {exc}")

@@ -188,6 +188,10 @@ def stops_text(stops: dict[str, int]) -> str:
 
 
 SCORE_STEP = "fxtr.agents.score"
+AGENT_STEPS = frozenset(
+    ("fxtr.agents.turn", "fxtr.agents.tool", "fxtr.agents.user", "fxtr.agents.env")
+)
+"""The steps inside a trajectory (its ``agent[...]`` workflow)."""
 
 
 def _keys(address: str) -> dict[str, str]:
@@ -285,6 +289,17 @@ def cell_trajectories(
         if inv.get("step") == SCORE_STEP
     }
     out = []
+    agents = {
+        address.rsplit("/", 1)[0]
+        for address in addresses
+        if (invocations.get(address) or {}).get("step") in AGENT_STEPS
+    }
+    finished = {a.rsplit("/", 1)[0] for a in addresses if a.endswith("/trajectory")}
+    cell = {a: invocations[a] for a in addresses if a in invocations}
+    for agent in sorted(agents - finished):  # a step failed: drawn up to the failure
+        view = failed_trajectory(store, agent, cell)
+        if view is not None:
+            out.append(view)
     for address in addresses:
         inv = invocations.get(address) or {}
         if inv.get("step") != TRAJECTORY_STEP:
@@ -308,3 +323,101 @@ def cell_trajectories(
             view["env_differences"] = differences_of(view["explanation"])
         out.append(view)
     return out
+
+
+def _step_of(address: str, agent: str) -> tuple[str, tuple[int, ...]] | None:
+    """``("turn", (1,))`` for ``AGENT/turn[1]``, ``("tool", (0, 1))`` for ``AGENT/tool[0,1]``."""
+    if not address.startswith(agent + "/"):
+        return None
+    name, _, rest = address[len(agent) + 1 :].partition("[")
+    if "/" in name or not rest.endswith("]"):
+        return None
+    try:
+        return name, tuple(int(p) for p in rest[:-1].split(","))
+    except ValueError:
+        return None
+
+
+def _input(store: Any, inv: dict[str, Any], name: str) -> Any:
+    """An invocation's recorded input as a loose tree (entities followed), or ``None``."""
+    fp = (inv.get("input_fingerprints") or {}).get(name)
+    text = store.get_value(fp) if fp else None
+    if not text:
+        return None
+    try:
+        return loose(json.loads(text), store)
+    except (LookupError, TypeError, ValueError, RecursionError):
+        return None
+
+
+def _result(store: Any, inv: dict[str, Any]) -> Any:
+    return _score_of(store, inv.get("result_text")) if inv.get("status") == "succeeded" else None
+
+
+def failed_trajectory(
+    store: Any, agent: str, invocations: dict[str, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """A trajectory that a failed step stopped, as the viewer draws a finished one.
+
+    Its events up to the failure, rebuilt from its steps' records: the conversation the
+    last turn was asked (its recorded request), that turn's reply and its tool calls' results
+    when it succeeded; then ``failed`` with the failed step, its reason and its error.
+    ``None`` when no step of the trajectory failed.
+    """
+    steps: dict[str, dict[tuple[int, ...], dict[str, Any]]] = defaultdict(dict)
+    failure = None
+    for address, inv in invocations.items():
+        found = _step_of(address, agent)
+        if found is None and address != f"{agent}/env":
+            continue
+        if found is not None:
+            steps[found[0]][found[1]] = inv
+        if inv.get("status") == "failed" and failure is None:
+            failure = {
+                "address": address,
+                "step": inv.get("step"),
+                "reason": inv.get("reason"),
+                "error": inv.get("error"),
+            }
+    if failure is None:
+        return None
+    messages: list[Any] = []
+    turns = sorted(steps["turn"].items())
+    if turns:
+        (last,), inv = turns[-1]
+        request = _input(store, inv, "request") or {}
+        messages = list(request.get("context") or [])
+        turn = _result(store, inv)
+        if turn is not None:
+            output = (turn.get("response") or {}).get("output") or []
+            messages.append(
+                {
+                    "$type": ":AssistantMessage",
+                    "content": [b for b in output if "text" in b],
+                    "tool_calls": [b for b in output if "arguments" in b],
+                }
+            )
+            done = [_result(store, i) for (t, _), i in sorted(steps["tool"].items()) if t == last]
+            results = [o["result"] for o in done if o and o.get("result")]
+            if results:
+                messages.append({"$type": ":ToolMessage", "results": results})
+    view = trajectory_view(
+        {
+            "messages": messages,
+            "turns": sum(i.get("status") == "succeeded" for _, i in turns),
+            "tool_calls": sum(
+                len(m.get("tool_calls") or []) for m in messages if "tool_calls" in m
+            ),
+            "tool_errors": sum(
+                bool(r.get("is_error")) for m in messages for r in m.get("results") or []
+            ),
+        }
+    )
+    calls = [c for _, i in turns for c in i.get("model_calls") or []]
+    view["input_tokens"] = sum(int(c.get("input_tokens") or 0) for c in calls)
+    view["output_tokens"] = sum(int(c.get("output_tokens") or 0) for c in calls)
+    view["stop"] = "failed"
+    view["failed"] = failure
+    view["address"] = agent
+    view["sample"] = _keys(agent).get("sample")
+    return view

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fxtr.agents._tool import Tool, import_path, path_of
+from fxtr.agents._tool import Tool, check_nesting, import_path, path_of
 from fxtr.evals._models import Model
 from fxtr.experiment._definition import _normalized_source_hash
 from fxtr.experiment._entity import Entity
@@ -297,5 +297,9 @@ def tool_call(name: str, /, **arguments: Any) -> ToolCall:
 
     Its id is left empty; the agent's turn numbers it from the turn (``call_2_0``), so
     scripted runs are reproducible.
+
+    Raises:
+        ValueError: the arguments nest deeper than ``MAX_NESTING`` levels.
     """
+    check_nesting(name, arguments)
     return ToolCall(id="", name=name, arguments=dict(arguments))

@@ -42,13 +42,21 @@
     return bits.join(" · ");
   }
 
+  // a trajectory a failed step stopped: where, why (its reason) and the error
+  function failure(f, el) {
+    var where = f.address.slice(f.address.lastIndexOf("/") + 1);
+    return el("div", { class: "trajectory-failed", "data-reason": f.reason || "" }, [
+      el("div", { class: "who", text: "failed at " + where + " (" + f.step + ") · reason " + (f.reason || "unknown") }),
+      el("pre", { class: "error", text: f.error || "" })]);
+  }
+
   function trajectory(t, el) {
     var head = el("h3", { class: "trajectory-head" }, [
       el("span", { text: (t.sample !== null && t.sample !== undefined ? "sample " + t.sample + " · " : "") + "trajectory" }),
       el("span", { class: "stop stop-" + t.stop.replace(":", "-"), text: " " + t.stop }),
       el("span", { class: "muted small", text: " · " + facts(t) + (t.score !== undefined && t.score !== null ? " · score " + t.score : "") })]);
     var list = el("ol", { class: "trajectory" }, t.events.map(function (e) { return event(e, el); }));
-    var end = [el("div", { class: "answer" }, [el("span", { class: "muted", text: "answer " }),
+    var end = [t.failed ? failure(t.failed, el) : el("div", { class: "answer" }, [el("span", { class: "muted", text: "answer " }),
       t.answer === null ? el("span", { class: "muted", text: "none (" + t.stop + ")" }) : el("strong", { text: t.answer })])];
     if (t.env !== null && t.env !== undefined) {
       var env = [el("summary", { text: "final environment" })];
