@@ -61,7 +61,15 @@ from fxtr.models import (
 
 
 def _numbered(response: Any, turn_index: int) -> Any:
-    """Give tool calls without an id (scripted ones) a stable id from the turn."""
+    """Give tool calls without an id (scripted ones) a stable id from the turn.
+
+    A call whose arguments nest too deeply is refused first, before encoding it fails deep
+    inside. (This is outside ``turn``'s body on purpose: a step's code is in the fingerprint
+    of every turn a store holds.)
+    """
+    for block in response.output:
+        if isinstance(block, ToolCall):
+            check_nesting(block.name, block.arguments)
     if not any(isinstance(b, ToolCall) and not b.id for b in response.output):
         return response
     output = []
@@ -82,9 +90,6 @@ async def turn(context: StepContext, model: Model, request: ModelRequest) -> Tur
     response = await kit.call(model, request, batch=False)
     seconds = time.perf_counter() - started
     index = sum(isinstance(m, AssistantMessage) for m in request.context)
-    for block in response.output:
-        if isinstance(block, ToolCall):
-            check_nesting(block.name, block.arguments)  # before encoding it fails deep inside
     return Turn(response=_numbered(response, index), seconds=seconds)
 
 

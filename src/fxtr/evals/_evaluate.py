@@ -76,13 +76,24 @@ async def score(context: StepContext, scorer: Scorer, case: Case, response: Mode
             was offered (the raw reply is in the message; the cell is missing, not wrong).
     """
     completion = response.text
-    if scorer.kind == "sandbox_check":  # the answer written into a sandbox, then a command
-        grade_answer = SANDBOX_GRADERS["answer"]
-        graded: Score = await grade_answer(context, scorer, case, completion)
-        return graded
     if scorer.kind not in JUDGES:
         return scorer.grade(case, completion)
     return await _judged(context, scorer, case, completion)
+
+
+@step(name="fxtr.score_in_sandbox")
+async def score_in_sandbox(
+    context: StepContext, scorer: Scorer, case: Case, response: ModelResponse
+) -> Score:
+    """Grade one response in a sandbox (``sandbox_check(..., answer_to=PATH)``).
+
+    The answer is written into the sandbox's tree, then its command runs there. A step of
+    its own, not a branch of ``score``: a step's code is in the fingerprint of every score a
+    store holds, so ``score`` keeps its code.
+    """
+    grade_answer = SANDBOX_GRADERS["answer"]
+    graded: Score = await grade_answer(context, scorer, case, response.text)
+    return graded
 
 
 async def _as_asked(
@@ -134,7 +145,7 @@ async def evaluate(
         return await audited_scores(context, spec, handles, samples, (generate, score))
     return context.run_step(
         "score",
-        score,
+        score_in_sandbox if spec.kind == "sandbox_check" else score,
         {"scorer": scorer, "case": case, "response": responses},
         map_over=["model", "case", "sample"],
     )
