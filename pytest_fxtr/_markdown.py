@@ -14,6 +14,7 @@ from pytest_fxtr._summary import (
     _flips,
     _gate,
     _signed,
+    corrected_note,
     cost_rows,
     describe,
     failure_lines,
@@ -58,7 +59,7 @@ def markdown(jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]])
                     f"{g.get('n')} | {g.get('missing')} | {num(g.get('threshold'))} | "
                     f"{_gate(g)} |"
                 )
-            out.append("")
+            out.extend([*("\\" + _md(line) for line in corrected_note(e["groups"])), ""])
         compared = [g for g in e["groups"] if g.get("baseline")]
         if compared:
             out.append(f"Baseline: job `{compared[0]['baseline'].get('job_id')}`")
