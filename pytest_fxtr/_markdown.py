@@ -25,6 +25,7 @@ from pytest_fxtr._summary import (
     judge_lines,
     num,
     pass_at_lines,
+    review_lines,
     usd,
 )
 
@@ -86,6 +87,9 @@ def markdown(jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]])
                 out.append(f"- {_md(line)}")
         for note in e["notes"]:
             out.append(f"- {_md(note)}")
+        review = [i for i in (info or {}).get("invocations", ()) if i["status"] == "needs_review"]
+        for i, line in enumerate(review_lines(review)):
+            out.append(f"- **{_md(line)}**" if i == 0 else f"- {_md(line)}")
         if info is not None:
             costs = cost_rows(info["invocations"])
             if costs:

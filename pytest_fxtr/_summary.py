@@ -341,9 +341,26 @@ def _failures_block(tr: Any, invocations: list[dict[str, Any]], verbose: int) ->
     if verbose > 0:
         for inv in failed + review:
             tr.write_line(f"  {inv['status']} {inv['address']}: {inv.get('error')}")
-    if review:
-        tr.write_line("  cached results came from other inputs or code; rerun with")
-        tr.write_line("  --fxtr-cache-conflict=overwrite to replace them")
+    for line in review_lines(review):
+        for part in wrapped(f"  {line}"):
+            tr.write_line(part)
+
+
+def review_lines(review: list[dict[str, Any]]) -> list[str]:
+    """What invocations left in review mean and the way out (the terminal and the Markdown)."""
+    import shlex
+
+    if not review:
+        return []
+    return [
+        f"{len(review)} invocation(s) in review: the store holds results computed from other "
+        "inputs or code at their addresses, so their cases are missing and nothing was "
+        f"compared for them; `fxtr cache why {shlex.quote(review[0]['address'])}` says what "
+        "changed.",
+        "Rerun with --fxtr-cache-conflict overwrite to run them (the old results stay kept: "
+        "`fxtr cache history ADDRESS`, `fxtr cache restore`); under CI=true that is the "
+        "default unless review is asked for.",
+    ]
 
 
 def _gate(g: dict[str, Any]) -> str:
