@@ -9,6 +9,8 @@ failed gate's line says which reason failed it.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import textwrap
 
 from fxtr.stats import corrected_proportion, proportion_ci
@@ -136,3 +138,52 @@ def test_no_gate_passes_on_a_raw_interval_that_spans_the_whole_range(pytester):
     result.stdout.fnmatch_lines(
         ["*score gate failed*mean 0.500: its interval spans the whole range of the score*"]
     )
+
+
+def test_every_judge_figure_shows_in_the_terminal_and_in_fxtr_show(pytester):
+    """The judge line was cut at 100 columns (q1 and the flip rate lost, even with -v)."""
+    answers = {f"q{i}": "Paris" if i < 6 else "Rome" for i in range(8)}
+    gold = [("Paris", 1)] * 12 + [("Sure: Lyon", 0)] * 2 + [("Lyon", 0)] * 10
+    source = MODULE.replace("__ANSWERS__", repr(answers)).replace("__GOLD__", repr(gold))
+    source = source.replace("calibration=GOLD)", "calibration=GOLD, judge_samples=2)")
+    source = source.replace('register_mock("jg-judge"', 'register_mock("jg-judge-with-a-long-name"')
+    pytester.makepyfile(test_judged=textwrap.dedent(source.replace("__THRESHOLD__", "0.9")))
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--fxtr-report", "r.json")
+    (job,) = json.loads((pytester.path / "r.json").read_text())["jobs"]
+    (group,) = job["scores"]
+    assert group["gated_on"] == "corrected" and group["passed"] is False
+    corrected, judge = group["corrected"], group["judge"]
+    assert judge["flip_rate"] == 0.0
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if line.startswith("judge (model="))
+    block = [lines[start]] + [ln for ln in lines[start + 1 : start + 4] if ln.startswith("    ")]
+    text = " ".join(line.strip() for line in block)
+    assert all(len(line) <= 100 for line in block) and "…" not in text
+    q1 = judge["q1"]
+    for figure in (
+        f"corrected (the gate's) {corrected['value']:.3f} "
+        f"[{corrected['low']:.3f}, {corrected['high']:.3f}]",
+        f"q0 {judge['q0']['value']:.3f}",
+        f"q1 {q1['value']:.3f} [{q1['low']:.3f}, {q1['high']:.3f}] n=12",
+        "flip rate 0.000",
+    ):
+        assert figure in text, (figure, text)
+    # the scores table marks the corrected gate, the failed gate's line pairs the corrected
+    # value with the corrected interval (the raw one is another)
+    assert any(line.rstrip().endswith("FAIL*") for line in lines)
+    assert any(line.startswith("* gated on the judge's corrected value") for line in lines)
+    (failed,) = [line for line in lines if "score gate failed" in line]
+    assert f"corrected {corrected['value']:.3f} < threshold 0.900 (raw 0.750)" in failed
+    assert f"95% CI [{corrected['low']:.3f}, {corrected['high']:.3f}]" in failed
+    assert f"[{group['low']:.3f}, {group['high']:.3f}]" not in failed
+    show = subprocess.run(
+        [sys.executable, "-m", "fxtr.cli", "show", "latest"], cwd=pytester.path,
+        capture_output=True, text=True, timeout=120,
+    )
+    assert show.returncode == 0, show.stderr
+    shown = [line for line in show.stdout.splitlines() if line.startswith("  ")]
+    start = next(i for i, line in enumerate(shown) if line.startswith("  judge (model="))
+    text = " ".join(line.strip() for line in shown[start : start + 3])
+    assert f"q1 {q1['value']:.3f} [{q1['low']:.3f}, {q1['high']:.3f}] n=12" in text
+    assert "flip rate 0.000" in text and "corrected (the gate's)" in text

@@ -256,6 +256,10 @@ def _print_evaluation(record: dict[str, Any]) -> None:
             f"  {key_label(group.get('group') or {})}: mean {format_score(group.get('mean'))}"
             f"{interval} · n={group.get('n')} · missing {group.get('missing') or 0}{gate}{verdict}"
         )
+    from fxtr.cli._jobs import judge_figures
+
+    for line in judge_figures(evaluation):
+        print(line)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
