@@ -88,7 +88,7 @@ def cost_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "output_tokens": sum(r["output_tokens"] for r in rows),
         "usd": sum(r["usd"] for r in priced) if priced else None,
         "saved_usd": sum(r["saved_usd"] for r in priced) if priced else None,
-        "unpriced": sum(r["unpriced_calls"] for r in rows),
+        "unpriced": sum(r["unpriced_calls"] or r["usd"] is None for r in rows),
     }
 
 
