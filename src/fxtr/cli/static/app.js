@@ -36,7 +36,8 @@
     if ((m = path.match(/^\/api\/jobs\/([^/]+)\/graph$/))) { return DATA.graph[only(decodeURIComponent(m[1]))]; }
     if ((m = path.match(/^\/api\/jobs\/([^/]+)\/matrix$/))) { return embeddedMatrix(DATA.matrix[only(decodeURIComponent(m[1]))], params); }
     if ((m = path.match(/^\/api\/jobs\/([^/]+)\/cell$/))) {
-      return JSON.parse(document.getElementById("cell-" + Number(params.index)).textContent);  // parsed only when opened
+      var cells = "cell-" + (DATA.cell_prefix ? DATA.cell_prefix[only(decodeURIComponent(m[1]))] : "");  // a session's export: per job
+      return JSON.parse(document.getElementById(cells + Number(params.index)).textContent);  // parsed only when opened
     }
     if ((m = path.match(/^\/api\/jobs\/([^/]+)\/invocations$/))) {
       var rows = DATA.invocations[only(decodeURIComponent(m[1]))].filter(function (r) {
