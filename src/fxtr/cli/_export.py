@@ -1,20 +1,18 @@
-"""``fxtr view --export``: the viewer as one self-contained HTML file, offline.
+"""``fxtr view --export``: which jobs, and the HTML page that holds them.
 
 One job, or every job of a pytest session (``latest`` names the newest job's session: the CI
-artifact of a run of several evals shows each of them). CSS, JS and data are inline, a CSP
-blocks the network, and each invocation's and cell's details sit in a JSON block of their
-own, parsed only when opened.
+artifact of a run of several evals shows each of them). ``fxtr.cli._server.export_html``
+gathers the jobs' data; :func:`page` makes the self-contained file.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+from importlib import resources
 from typing import Any
 
-from fxtr.cli._server import Viewer, invocation_rows, safe_json, static_text, with_trajectories
-from fxtr.report import invocation_detail, job_records, resolve_job
-from fxtr.report._evals import cell_detail, evaluation_of, result_matrix
+from fxtr.report import job_records, resolve_job
 from fxtr.store import Store
 
 LATEST = "latest"
@@ -50,74 +48,14 @@ def jobs_to_export(store: Store, ref: str) -> list[str]:
     return [r["job_id"] for r in mine]
 
 
-def export_page(store: Store, job_ids: list[str]) -> str:
-    """One HTML file of the jobs.
+def page(data: str, details: list[str]) -> str:
+    """The HTML file of an export.
 
-    One job opens on its page; several open on the list of jobs, each linking to its page.
+    The app's script and style inline under a CSP that allows only them, the data
+    (``safe_json`` text) and the details blocks.
     """
-    viewer = Viewer(store)
-    data: dict[str, Any] = {
-        "mode": "export", "jobs": [], "job": {}, "graph": {}, "matrix": {},
-        "invocations": {}, "index": {},
-    }
-    several = len(job_ids) > 1
-    if several:
-        data["cell_prefix"] = {}  # each job's cell blocks: cell-{prefix}{index}
-    details: list[str] = []
-    for j, job_id in enumerate(job_ids):
-        prefix = f"{j}-" if several else ""
-        if several:
-            data["cell_prefix"][job_id] = prefix
-        _add_job(store, viewer, job_id, prefix, data, details)
-    return _page(data, details)
-
-
-def _add_job(
-    store: Store,
-    viewer: Viewer,
-    job_id: str,
-    prefix: str,
-    data: dict[str, Any],
-    details: list[str],
-) -> None:
-    view = viewer.view(job_id)
-    graph = viewer.graph(job_id)
-    index: dict[str, str] = {}
-    for i, address in enumerate(sorted(view.invocations)):
-        block_id = f"inv-{prefix}{i}"
-        index[address] = block_id
-        detail = invocation_detail(store, view, address)
-        details.append(
-            f'<script type="application/json" id="{block_id}">{safe_json(detail)}</script>'
-        )
-    rows = invocation_rows(view, None, None, None, 0, len(view.invocations))["items"]
-    matrix = None
-    evaluation = evaluation_of(view.record)
-    if evaluation is not None:
-        table = viewer.table(job_id)
-        matrix = result_matrix(evaluation, limit=len(evaluation["cells"]), tables=(table, None))
-        matrix["job_id"] = job_id
-        origins: dict[str, Any] = {}  # the jobs that ran cached cells, read once
-        for i in range(len(evaluation["cells"])):
-            cell = cell_detail(
-                store, job_id, evaluation, i, view.invocations, table=table, origins=origins
-            )
-            cell = with_trajectories(store, cell, view.invocations)
-            details.append(
-                f'<script type="application/json" id="cell-{prefix}{i}">{safe_json(cell)}'
-                "</script>"
-            )
-    data["jobs"].append(graph["row"])
-    data["job"][job_id] = viewer.job(job_id)
-    data["graph"][job_id] = graph
-    data["matrix"][job_id] = matrix
-    data["invocations"][job_id] = rows
-    data["index"][job_id] = index
-
-
-def _page(data: dict[str, Any], details: list[str]) -> str:
-    script = static_text("agents.js") + "\n" + static_text("app.js")
-    style = static_text("app.css") + "\n" + static_text("agents.css")
+    script = _static("agents.js") + "\n" + _static("app.js")
+    style = _static("app.css") + "\n" + _static("agents.css")
     script_hash = hashlib.sha256(script.encode()).digest()
     style_hash = hashlib.sha256(style.encode()).digest()
     csp = (
@@ -125,7 +63,7 @@ def _page(data: dict[str, Any], details: list[str]) -> str:
         f"script-src 'sha256-{base64.b64encode(script_hash).decode()}'; "
         f"style-src 'sha256-{base64.b64encode(style_hash).decode()}'; base-uri 'none'"
     )
-    body = static_text("index.html")
+    body = _static("index.html")
     head, _, tail = body.partition("<!--app-->")
     head = head.replace('<link rel="stylesheet" href="/app.css">', f"<style>{style}</style>")
     head = head.replace('<link rel="stylesheet" href="/agents.css">', "")
@@ -133,10 +71,14 @@ def _page(data: dict[str, Any], details: list[str]) -> str:
         head.replace(
             "<head>", f'<head>\n<meta http-equiv="Content-Security-Policy" content="{csp}">', 1
         )
-        + f'<script type="application/json" id="fxtr-data">{safe_json(data)}</script>\n'
+        + f'<script type="application/json" id="fxtr-data">{data}</script>\n'
         + "\n".join(details)
         + f"\n<script>{script}</script>"
         + tail.replace('<script src="/app.js"></script>', "").replace(
             '<script src="/agents.js"></script>', ""
         )
     )
+
+
+def _static(name: str) -> str:
+    return resources.files("fxtr.cli").joinpath("static", name).read_text(encoding="utf-8")

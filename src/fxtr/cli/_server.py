@@ -522,7 +522,54 @@ def serve(store: Store, host: str, port: int) -> tuple[ThreadingHTTPServer, thre
 
 
 def export_html(store: Store, job_id: str | list[str]) -> str:
-    """One self-contained HTML file showing a job, or several (``fxtr.cli._export``)."""
-    from fxtr.cli._export import export_page
+    """One self-contained HTML file showing a job offline, or several jobs (a pytest session's).
 
-    return export_page(store, [job_id] if isinstance(job_id, str) else job_id)
+    CSS, JS and data are inline, a CSP blocks the network, and each invocation's and cell's
+    details sit in a JSON block of their own, parsed only when opened. Several jobs open on
+    their list, each linking to its page; each job's blocks have ids of their own.
+    """
+    job_ids = [job_id] if isinstance(job_id, str) else job_id
+    viewer = Viewer(store)
+    keys = ("job", "graph", "matrix", "invocations", "index")
+    data: dict[str, Any] = {"mode": "export", "jobs": [], **{k: {} for k in keys}}
+    if len(job_ids) > 1:
+        data["cell_prefix"] = {j: f"{n}-" for n, j in enumerate(job_ids)}
+    details: list[str] = []
+    for job_id in job_ids:
+        prefix = (data.get("cell_prefix") or {}).get(job_id, "")
+        view = viewer.view(job_id)
+        job_head = viewer.job(job_id)
+        graph = viewer.graph(job_id)
+        index: dict[str, str] = {}
+        for i, address in enumerate(sorted(view.invocations)):
+            block_id = f"inv-{prefix}{i}"
+            index[address] = block_id
+            detail = invocation_detail(store, view, address)
+            details.append(
+                f'<script type="application/json" id="{block_id}">{safe_json(detail)}</script>'
+            )
+        rows = invocation_rows(view, None, None, None, 0, len(view.invocations))["items"]
+        matrix = None
+        evaluation = evaluation_of(view.record)
+        if evaluation is not None:
+            table = viewer.table(job_id)
+            matrix = result_matrix(
+                evaluation, limit=len(evaluation["cells"]), tables=(table, None)
+            )
+            matrix["job_id"] = job_id
+            origins: dict[str, Any] = {}  # the jobs that ran cached cells, read once
+            for i in range(len(evaluation["cells"])):
+                cell = cell_detail(
+                    store, job_id, evaluation, i, view.invocations, table=table, origins=origins
+                )
+                cell = with_trajectories(store, cell, view.invocations)
+                details.append(
+                    f'<script type="application/json" id="cell-{prefix}{i}">'
+                    f"{safe_json(cell)}</script>"
+                )
+        data["jobs"].append(graph["row"])
+        for key, value in zip(keys, (job_head, graph, matrix, rows, index), strict=True):
+            data[key][job_id] = value
+    from fxtr.cli._export import page
+
+    return page(safe_json(data), details)

@@ -271,7 +271,7 @@
     var first = judged[0].judge;
     var notes = [];
     if (first.usable === false) {
-      notes.push(el("li", { text: "judge " + (first.judges || []).join(", ") + " is unusable (q0 + q1 <= 1, or a gold label missing): its groups are gated on the raw mean" }));
+      notes.push(el("li", { text: "judge " + (first.judges || []).join(", ") + " is unusable (not clearly better than chance: the Wilson lower bounds of q0 and q1 sum to 1 or less, or a gold label is missing): its groups are gated on the raw mean" }));
     }
     if (first.wrong && first.wrong.length) {
       notes.push(el("li", { text: "gold cases the judge got wrong: " + first.wrong.join(", ") }));
