@@ -357,7 +357,7 @@ def review_lines(review: list[dict[str, Any]]) -> list[str]:
         "inputs or code at their addresses, so their cases are missing and nothing was "
         f"compared for them; `fxtr cache why {shlex.quote(review[0]['address'])}` says what "
         "changed.",
-        "Rerun with --fxtr-cache-conflict overwrite to run them (the old results stay kept: "
+        "Rerun with --fxtr-cache-conflict=overwrite to run them (the old results stay kept: "
         "`fxtr cache history ADDRESS`, `fxtr cache restore`); under CI=true that is the "
         "default unless review is asked for.",
     ]
@@ -586,16 +586,17 @@ def _why(g: dict[str, Any]) -> str:
     value = corrected.get("value") if corrected else mean
     used = f"corrected {num(value)}" if corrected else f"mean {num(value)}"
     raw = f" (raw {num(mean)})" if corrected else ""
+    below = value is not None and threshold is not None and value < threshold
     if value is None:
         parts.append(f"no value (threshold {num(threshold)})")
-    elif threshold is not None and value < threshold:
+    elif below:
         parts.append(f"{used} < threshold {num(threshold)}{raw}")
     if spans_range(g):
         low, high = g.get("range") or (0.0, 1.0)
         more = "more cases or gold cases" if corrected else "more cases"
         parts.append(
-            f"{used}: its interval spans the whole range of the score "
-            f"[{num(low)}, {num(high)}], so nothing was measured ({more})"
+            ("its" if below else f"{used}: its") + " interval spans the whole range of the "
+            f"score [{num(low)}, {num(high)}], so nothing was measured ({more})"
         )
     if (g.get("judge") or {}).get("usable") is False:
         parts.append("judge unusable (not clearly better than chance): gated on the raw mean")

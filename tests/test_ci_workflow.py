@@ -148,5 +148,5 @@ def test_cells_left_in_review_in_ci_are_named_in_the_step_summary_with_the_way_o
     markdown = (tmp_path / "pr.md").read_text()
     assert "**30 invocation(s) in review" in markdown
     assert "`fxtr cache why 'evals.test_capitals::test_capitals/generate[" in markdown
-    assert "Rerun with --fxtr-cache-conflict overwrite to run them" in markdown
+    assert "Rerun with --fxtr-cache-conflict=overwrite to run them" in markdown
     assert "not compared" in markdown

@@ -197,8 +197,8 @@ def test_missing_cases_fail_the_gate(pytester, monkeypatch):
 
 def test_fail_under_sets_a_default_threshold(pytester):
     """--fxtr-fail-under gates evals without their own threshold."""
-    write_eval(pytester)
-    assert pytester.runpytest("--fxtr-fail-under", "0.9").ret == 1
+    write_eval(pytester, bonus=0.5)  # 1.5, 1.0, 0.5: off [0, 1], whose whole range fails
+    assert pytester.runpytest("--fxtr-fail-under", "1.1").ret == 1
     assert pytester.runpytest("--fxtr-fail-under", "0.4").ret == 0
 
 
