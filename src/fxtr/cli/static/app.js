@@ -36,7 +36,8 @@
     if ((m = path.match(/^\/api\/jobs\/([^/]+)\/graph$/))) { return DATA.graph[only(decodeURIComponent(m[1]))]; }
     if ((m = path.match(/^\/api\/jobs\/([^/]+)\/matrix$/))) { return embeddedMatrix(DATA.matrix[only(decodeURIComponent(m[1]))], params); }
     if ((m = path.match(/^\/api\/jobs\/([^/]+)\/cell$/))) {
-      return JSON.parse(document.getElementById("cell-" + Number(params.index)).textContent);  // parsed only when opened
+      var cells = "cell-" + (DATA.cell_prefix ? DATA.cell_prefix[only(decodeURIComponent(m[1]))] : "");  // a session's export: per job
+      return JSON.parse(document.getElementById(cells + Number(params.index)).textContent);  // parsed only when opened
     }
     if ((m = path.match(/^\/api\/jobs\/([^/]+)\/invocations$/))) {
       var rows = DATA.invocations[only(decodeURIComponent(m[1]))].filter(function (r) {
@@ -270,7 +271,7 @@
     var first = judged[0].judge;
     var notes = [];
     if (first.usable === false) {
-      notes.push(el("li", { text: "judge " + (first.judges || []).join(", ") + " is unusable (q0 + q1 <= 1, or a gold label missing): its groups are gated on the raw mean" }));
+      notes.push(el("li", { text: "judge " + (first.judges || []).join(", ") + " is unusable (not clearly better than chance: the Wilson lower bounds of q0 and q1 sum to 1 or less, or a gold label is missing): its groups are gated on the raw mean" }));
     }
     if (first.wrong && first.wrong.length) {
       notes.push(el("li", { text: "gold cases the judge got wrong: " + first.wrong.join(", ") }));
