@@ -16,7 +16,7 @@ import contextlib
 import contextvars
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 DEFAULT_START = 32
@@ -36,7 +36,14 @@ adaptive: contextvars.ContextVar[bool] = contextvars.ContextVar("fxtr_adaptive",
 class AdaptiveLimiter:
     """At most ``limit`` calls in flight to one model at one server, adapted to 429s."""
 
-    def __init__(self, key: str, start: int, *, adapt: bool = True) -> None:
+    def __init__(
+        self,
+        key: str,
+        start: int,
+        *,
+        adapt: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if start < 1:
             msg = f"A limiter starts at 1 call or more, got {start!r}."
             raise ValueError(msg)
@@ -44,6 +51,8 @@ class AdaptiveLimiter:
         self.adapt = adapt
         """``False``: a static limit (no cut, no pause), to compare with."""
         self.start = start
+        self.clock = clock
+        """Seconds, for pauses; the event loop's clock must agree (both monotonic)."""
         self.limit = start
         self.in_flight = 0
         self.clean = 0
@@ -54,47 +63,66 @@ class AdaptiveLimiter:
         """429s (and other rate-limit answers) seen."""
         self.history: list[dict[str, Any]] = []
         """``{"at", "limit", "why"}`` for every change of the limit, and every pause."""
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._waiters: collections.deque[asyncio.Future[int]] = collections.deque()
+        """Calls waiting for a slot, first come first served; each is handed its episode."""
+        self._timer: asyncio.TimerHandle | None = None
+        """Set while waiters wait for a pause to end: it hands them their slots then."""
 
     def __repr__(self) -> str:
         return f"AdaptiveLimiter({self.key!r}, limit={self.limit}/{self.start})"
 
     async def acquire(self) -> int:
-        """Wait for a slot (and for any pause to end); the episode the call starts in."""
-        loop = asyncio.get_running_loop()
-        while True:
-            wait = self.paused_until - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-                continue
-            if self.in_flight < self.limit and not self._waiters:
-                self.in_flight += 1
-                return self.episode
-            waiter = loop.create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            finally:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
-            if time.monotonic() >= self.paused_until and self.in_flight < self.limit:
-                self.in_flight += 1
-                self._wake()
-                return self.episode
+        """Wait for a slot (and for any pause to end); the episode the call starts in.
 
-    def _wake(self) -> None:
-        """Let the first waiters try for the free slots."""
-        free = self.limit - self.in_flight
-        while free > 0 and self._waiters:
+        Waiters are served first come, first served: a slot that frees (or a pause that ends)
+        is handed to the first waiter, which holds it from then on, so no waiter is ever put
+        back in line and a pause ends with a timer, not with a release that may never come.
+        """
+        if not self._waiters and self._open():
+            self.in_flight += 1
+            return self.episode
+        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._dispatch()
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():  # handed a slot as it was cancelled
+                self.in_flight -= 1
+            elif waiter in self._waiters:
+                self._waiters.remove(waiter)
+            self._dispatch()
+            raise
+
+    def _open(self) -> bool:
+        """Whether a call may start now: a free slot and no pause."""
+        return self.in_flight < self.limit and self.clock() >= self.paused_until
+
+    def _dispatch(self) -> None:
+        """Hand the free slots to the first waiters, or wake them when the pause ends."""
+        while self._waiters and self._waiters[0].done():  # cancelled while waiting
+            self._waiters.popleft()
+        if not self._waiters:
+            return
+        wait = self.paused_until - self.clock()
+        if wait > 0:
+            if self._timer is None:
+                self._timer = self._waiters[0].get_loop().call_later(wait, self._pause_over)
+            return
+        while self._waiters and self.in_flight < self.limit:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(None)
-                free -= 1
+                self.in_flight += 1
+                waiter.set_result(self.episode)
+
+    def _pause_over(self) -> None:
+        self._timer = None
+        self._dispatch()  # a pause made longer meanwhile sets a new timer
 
     def release(self, episode: int, outcome: str, retry_after: float | None = None) -> None:
         """A call ended: ``ok``, ``rate_limited`` or ``error`` (anything else)."""
         self.in_flight -= 1
-        now = time.monotonic()
+        now = self.clock()
         if outcome == "ok":
             self.clean += 1
             if self.clean >= self.limit and self.limit < self.start:
@@ -115,7 +143,7 @@ class AdaptiveLimiter:
                 self._note(f"paused {retry_after:g}s (Retry-After)")
         else:
             self.clean = 0
-        self._wake()
+        self._dispatch()
 
     def _note(self, why: str) -> None:
         self.history.append({"at": time.time(), "limit": self.limit, "why": why})
