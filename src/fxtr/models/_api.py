@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import datetime
 import email.utils
 import json
+import math
 import os
 import random
 import re
@@ -50,23 +52,39 @@ def redact(text: str, secret: str | None) -> str:
 
 
 def retry_after_seconds(headers: httpx.Headers) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date)."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After``, or ``None``.
+
+    ``Retry-After`` is delay-seconds or an HTTP-date (RFC 9110 §10.2.3: IMF-fixdate, the
+    obsolete RFC 850 and asctime forms, all in GMT). A value that is neither (``soon``), or
+    not finite, is ignored: the caller falls back to its own backoff.
+    """
+    ms = _seconds(headers.get("retry-after-ms"))
+    if ms is not None:
+        return ms / 1000
+    value = (headers.get("retry-after") or "").strip()
     if not value:
         return None
+    seconds = _seconds(value)
+    if seconds is not None:
+        return seconds
     try:
-        return max(0.0, float(value))
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # asctime has no zone, and "-0000" parses naive: both are GMT
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _seconds(value: str | None) -> float | None:
+    """A finite, non-negative number of a header, else ``None``."""
+    try:
+        number = float(value) if value else None
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        if parsed is None:
-            return None
-        return max(0.0, parsed.timestamp() - time.time())
+        return None
+    if number is None or not math.isfinite(number):
+        return None
+    return max(0.0, number)
 
 
 class Secret:
