@@ -156,6 +156,11 @@ class ModelAPI:
     def _headers(self) -> dict[str, str]:
         raise NotImplementedError
 
+    def _no_key(self) -> str:
+        """What to do when the server wants a key and none was sent."""
+        where = f"set {self.env_key} in the environment or pass" if self.env_key else "pass"
+        return f"no API key was sent to {self.base_url}: {where} api_key= to {type(self).__name__}"
+
     def _path(self) -> str:
         raise NotImplementedError
 
@@ -217,11 +222,11 @@ class ModelAPI:
             data = http.text
         if http.status_code >= 400:
             category = category_from_http(http.status_code, data)
+            description = f"HTTP {http.status_code}: {_message(data)}"
+            if http.status_code == 401 and not self._api_key:
+                description += f" ({self._no_key()})"
             raise self._fail(
-                category,
-                f"HTTP {http.status_code}: {_message(data)}",
-                http.status_code,
-                retry_after_seconds(http.headers),
+                category, description, http.status_code, retry_after_seconds(http.headers)
             )
         if not isinstance(data, dict):
             raise self._fail(

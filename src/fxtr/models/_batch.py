@@ -260,11 +260,10 @@ def _json(api: Any, http: Any, doing: str) -> dict[str, Any]:
         data = http.text
     if http.status_code >= 400:
         category = category_from_http(http.status_code, data)
-        raise _failure(
-            category,
-            f"{doing} failed: HTTP {http.status_code}: {str(data)[:300]}",
-            http.status_code,
-        )
+        description = f"{doing} failed: HTTP {http.status_code}: {str(data)[:300]}"
+        if http.status_code == 401 and not api._api_key:
+            description += f" ({api._no_key()})"
+        raise _failure(category, description, http.status_code)
     if not isinstance(data, dict):
         category = "server_error"
         raise _failure(category, f"{doing}: the answer is not a JSON object")

@@ -41,7 +41,8 @@ class OpenAIChatAPI(ModelAPI):
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
 
     def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._api_key or ''}"}
+        # no key (a local server: vLLM, Ollama, LM Studio): no header, not an empty "Bearer "
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def _path(self) -> str:
         return "/chat/completions"
@@ -278,7 +279,10 @@ class AnthropicMessagesAPI(ModelAPI):
     default_max_tokens: ClassVar[int] = 4096
 
     def _headers(self) -> dict[str, str]:
-        return {"x-api-key": self._api_key or "", "anthropic-version": "2023-06-01"}
+        headers = {"anthropic-version": "2023-06-01"}
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        return headers
 
     def _path(self) -> str:
         return "/v1/messages"
