@@ -19,6 +19,7 @@ import httpx
 
 from fxtr.models._budget import spending
 from fxtr.models._classify import category_from_http
+from fxtr.models._http import shared_client
 from fxtr.models._limiter import limited
 from fxtr.models._observe import observe
 from fxtr.models._prices import cost_of
@@ -110,7 +111,7 @@ class Secret:
 
 
 class ModelAPI:
-    """A model behind an HTTP API: one shared ``httpx.AsyncClient``, a concurrency limit.
+    """A model behind an HTTP API: a shared ``httpx.AsyncClient``, a concurrency limit.
 
     Subclasses build the provider's request body and read its response; this class sends it,
     turns HTTP and transport failures into ``ModelCallError`` with a ``ModelCallFailure``,
@@ -142,12 +143,19 @@ class ModelAPI:
             from fxtr.secrets import register
 
             register(api_key)
-        self._client = http_client or httpx.AsyncClient(timeout=timeout)
-        self._owns_client = http_client is None
+        self._http_client = http_client
+        self._timeout = timeout
         self._limit = asyncio.Semaphore(max_concurrency)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model_name!r}, base_url={self.base_url!r})"
+
+    @property
+    def _client(self) -> httpx.AsyncClient:
+        """The ``http_client`` given, else the one shared by this server and key on this loop."""
+        if self._http_client is not None:
+            return self._http_client
+        return shared_client(self.base_url, self._api_key, self._timeout)
 
     @property
     def _api_key(self) -> str | None:
@@ -247,9 +255,11 @@ class ModelAPI:
         return cost_of(self.model_name, usage, provider=self.provider, api_url=self.base_url)
 
     async def aclose(self) -> None:
-        """Close the HTTP client this API opened."""
-        if self._owns_client:
-            await self._client.aclose()
+        """Nothing to close (kept for the API contract).
+
+        The shared HTTP client closes with its event loop; a client given as ``http_client``
+        belongs to whoever gave it.
+        """
 
 
 def _message(data: Any) -> str:

@@ -212,11 +212,8 @@ def _deliver(store: Any, item: _Pending, results: dict[str, Any]) -> None:
 
 
 async def submit(api: Any, provider: str, items: list[_Pending]) -> str:
-    """Send one batch; its id."""
-    import httpx
-
-    async with httpx.AsyncClient(timeout=600.0) as client:
-        return await _submit(client, api, provider, items)
+    """Send one batch; its id (over the model API's shared HTTP client)."""
+    return await _submit(api._client, api, provider, items)
 
 
 async def _submit(client: Any, api: Any, provider: str, items: list[_Pending]) -> str:
@@ -288,10 +285,7 @@ def _poller(api: Any, provider: str, batch_id: str) -> asyncio.Task[dict[str, An
 
 async def _wait(api: Any, provider: str, batch_id: str) -> dict[str, Any]:
     """Poll a batch until it ends; each request's response or failure, by custom id."""
-    import httpx
-
-    async with httpx.AsyncClient(timeout=600.0) as client:
-        return await _poll(client, api, provider, batch_id)
+    return await _poll(api._client, api, provider, batch_id)
 
 
 async def _poll(client: Any, api: Any, provider: str, batch_id: str) -> dict[str, Any]:
