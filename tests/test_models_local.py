@@ -161,3 +161,33 @@ def test_a_key_from_the_environment_is_sent_as_a_bearer_token(monkeypatch):
         server.close()
     assert isinstance(result, ModelResponse)
     assert server.headers[0]["authorization"] == "Bearer sk-local-wrong-key-123456"
+
+
+@pytest.mark.parametrize(
+    ("api_class", "variable", "suffix"),
+    [
+        (OpenAIResponsesAPI, "OPENAI_BASE_URL", "/v1"),
+        (OpenAIChatAPI, "OPENAI_BASE_URL", "/v1"),
+        (AnthropicMessagesAPI, "ANTHROPIC_BASE_URL", ""),
+    ],
+)
+def test_the_base_url_comes_from_the_sdks_variable(monkeypatch, api_class, variable, suffix):
+    """As the openai and anthropic SDKs do (issue 40 item 5): an explicit base_url wins."""
+    monkeypatch.delenv(variable.replace("BASE_URL", "API_KEY"), raising=False)
+    server = LocalServer(require_key=False)
+    monkeypatch.setenv(variable, server.root + suffix + "/")
+
+    async def go() -> Any:
+        api = api_class("m")
+        try:
+            return api.base_url, await generate_with_retries(api, REQUEST)
+        finally:
+            await api.aclose()
+
+    try:
+        base_url, result = asyncio.run(go())
+    finally:
+        server.close()
+    assert base_url == server.root + suffix
+    assert isinstance(result, ModelResponse) and result.text == "hello"
+    assert api_class("m", base_url="http://127.0.0.1:9/v1").base_url == "http://127.0.0.1:9/v1"

@@ -121,6 +121,8 @@ class ModelAPI:
     provider: ClassVar[str] = "http"
     env_key: ClassVar[str | None] = None
     default_base_url: ClassVar[str] = ""
+    env_base_url: ClassVar[str | None] = None
+    """The variable the provider's SDK reads its base URL from when none is given."""
 
     def __init__(
         self,
@@ -133,7 +135,8 @@ class ModelAPI:
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.model_name = model_name
-        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        from_env = os.environ.get(self.env_base_url) if self.env_base_url else None
+        self.base_url = (base_url or from_env or self.default_base_url).rstrip("/")
         self._secret = Secret(
             api_key
             if api_key is not None

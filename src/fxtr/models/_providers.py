@@ -39,6 +39,7 @@ class OpenAIChatAPI(ModelAPI):
     provider: ClassVar[str] = "openai"
     env_key: ClassVar[str | None] = "OPENAI_API_KEY"
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
+    env_base_url: ClassVar[str | None] = "OPENAI_BASE_URL"
 
     def _headers(self) -> dict[str, str]:
         # no key (a local server: vLLM, Ollama, LM Studio): no header, not an empty "Bearer "
@@ -276,6 +277,7 @@ class AnthropicMessagesAPI(ModelAPI):
     provider: ClassVar[str] = "anthropic"
     env_key: ClassVar[str | None] = "ANTHROPIC_API_KEY"
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
+    env_base_url: ClassVar[str | None] = "ANTHROPIC_BASE_URL"
     default_max_tokens: ClassVar[int] = 4096
 
     def _headers(self) -> dict[str, str]:
