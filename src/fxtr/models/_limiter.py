@@ -1,11 +1,14 @@
 """Adaptive concurrency: one limiter per provider base URL and model (DESIGN §14).
 
 A limiter starts at the run's concurrency (``--fxtr-concurrency``). A 429 (or a provider's
-``retry_after``) cuts it to 80% (at least 1) once per episode: the 429s of calls that were
-already in flight when it was cut do not cut it again. It also pauses the model for the
-``Retry-After`` seconds. Each run of as many consecutive clean calls as the current limit
-raises it by one, up to the start. Server errors and timeouts do not cut it (they are not
-the caller's pace), but they are not clean either. Every change is kept in ``history``.
+``retry_after``) cuts it to 80% (at least 1) once per episode, and below the calls in flight
+with it (a level it remembers as ``ceiling``): the 429s of calls that were already in flight
+when it was cut do not cut it again, but bring it down to the calls still in flight (not
+below a quarter of the ceiling). It also pauses the model for the ``Retry-After`` seconds.
+Each run of as many consecutive clean calls as the current limit raises it by one, up to the
+start; the step up to the ceiling takes ``PROBE`` times as many. Server errors and timeouts
+do not cut it (they are not the caller's pace), but they are not clean either. Every change
+is kept in ``history``. docs/cost.md's Decisions give the reading of DESIGN §14.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ DEFAULT_START = 32
 
 CUT = 0.8
 """The factor a rate-limit episode cuts the limit by."""
+PROBE = 8
+"""Raising the limit back to where 429s began takes this many times the usual clean calls."""
 
 start_limit: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "fxtr_start_limit", default=None
@@ -59,6 +64,9 @@ class AdaptiveLimiter:
         self.episode = 0
         """Counts the cuts; a call remembers the episode it started in."""
         self.paused_until = 0.0
+        self.ceiling: int | None = None
+        """The calls in flight when the last episode's first 429 came, until the limit passes
+        it: the level where the server began refusing, approached slowly."""
         self.rate_limited = 0
         """429s (and other rate-limit answers) seen."""
         self.history: list[dict[str, Any]] = []
@@ -125,19 +133,35 @@ class AdaptiveLimiter:
         now = self.clock()
         if outcome == "ok":
             self.clean += 1
-            if self.clean >= self.limit and self.limit < self.start:
+            probing = self.ceiling is not None and self.limit + 1 >= self.ceiling
+            if self.clean >= self.limit * (PROBE if probing else 1) and self.limit < self.start:
                 self.limit += 1
                 self.clean = 0
+                if self.ceiling is not None and self.limit >= self.ceiling:
+                    self.ceiling = None  # the level where 429s began is passed: forgotten
                 self._note("raised after clean calls")
         elif outcome == "rate_limited" and not self.adapt:
             self.rate_limited += 1
         elif outcome == "rate_limited":
             self.rate_limited += 1
             self.clean = 0
-            if episode == self.episode:
+            if episode == self.episode:  # the first 429 of an episode: one cut
                 self.episode += 1
+                began = self.in_flight + 1  # in flight with this one: where 429s began
                 self.limit = max(1, int(self.limit * CUT))
+                self.ceiling = None
+                if began > 1:  # not a call alone: below that level, and remember it
+                    self.ceiling = began
+                    self.limit = min(self.limit, began - 1)
                 self._note("cut after a rate limit")
+            elif self.in_flight < self.limit:
+                # a 429 of a call already in flight at the cut: no cut, but the limit comes
+                # down to the calls the server still holds (a burst's 429s bring it to what
+                # the server admits, in one episode), not below a quarter of where 429s began
+                limit = max(1, self.in_flight, (self.ceiling or 0) // 4)
+                if limit < self.limit:
+                    self.limit = limit
+                    self._note("cut to the calls in flight")
             if retry_after and now + retry_after > self.paused_until:
                 self.paused_until = now + retry_after
                 self._note(f"paused {retry_after:g}s (Retry-After)")
