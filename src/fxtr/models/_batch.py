@@ -19,11 +19,13 @@ the answers it had. Cost is the batch price: half the listed price.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import hashlib
 import json
 import logging
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from fxtr.models._batch_settings import (
@@ -462,7 +464,13 @@ _QUEUES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, ..
 
 
 async def batch_generate(
-    api: Any, request: ModelRequest, *, key: str, settings: BatchSettings, store: Any = None
+    api: Any,
+    request: ModelRequest,
+    *,
+    key: str,
+    settings: BatchSettings,
+    store: Any = None,
+    slot: asyncio.Semaphore | None = None,
 ) -> ModelResponse:
     """Answer one request through its provider's batch API.
 
@@ -473,6 +481,9 @@ async def batch_generate(
             fingerprint): a run that finds a batch recorded under it polls that batch.
         settings: the batch size and delay.
         store: where the batch id is kept (the project store), or ``None``.
+        slot: a concurrency slot the caller holds (the run's): given back while the request
+            waits for its batch, taken again before returning, so that the calls waiting
+            for a batch do not bound how many can join it.
 
     Raises:
         ModelCallError: the request failed inside its batch (or the batch failed).
@@ -500,7 +511,29 @@ async def batch_generate(
                 if queue is None:
                     queue = table[qkey] = _Queue(api, provider, settings, store)
                 queue.add(_Pending(cid, api._body(request), future))
-            response: ModelResponse = await future
+            response: ModelResponse = await _waiting(future, slot)
             spent.append(response)
         call.response = response
         return response
+
+
+parking: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "fxtr_batch_parking", default=None
+)
+"""Set by the engine around a map's workers: called when an invocation parks on a batch, so
+that another worker takes the next invocation meanwhile."""
+
+
+async def _waiting(future: asyncio.Future[Any], slot: asyncio.Semaphore | None) -> Any:
+    """The future's result, with ``slot`` given back meanwhile."""
+    if slot is None:
+        return await future
+    slot.release()
+    more = parking.get()
+    if more is not None:
+        more()
+    try:
+        return await future
+    finally:
+        # taken again even when cancelled, so that the caller's own release balances it
+        await asyncio.shield(slot.acquire())
