@@ -230,3 +230,28 @@ def test_fxtr_batch_batches_every_model_with_a_batch_api(provider, pytester, mon
     assert sorted(len(b["rows"]) for b in provider.batches.values()) == [1, 2, 2]
     bad = pytester.runpytest("-p", "no:cacheprovider", "--fxtr-batch-delay", "soon")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
+
+
+@pytest.mark.asyncio
+async def test_calls_waiting_for_a_batch_hold_no_concurrency_slot(provider):
+    """2,000 cases at concurrency 32 (issue 37 item 3): two full batches of 1,000, both
+    submitted before either ends (a batch delay of a minute: they went by size)."""
+    model = _model(provider, "openai", batch_delay=60)
+    words = [f"w{i}" for i in range(2000)]
+    provider.hold = True
+    run = asyncio.ensure_future(
+        launch(evaluate, _inputs(model, words), store=".fxtr", verify=False, concurrency=32)
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while provider.created < 2 and not run.done() and time.monotonic() < deadline:
+            await asyncio.sleep(0.1)
+        assert provider.created == 2, (provider.created, run.done())
+        sizes = sorted(len(b["rows"]) for b in provider.batches.values())
+        assert sizes == [1000, 1000]
+    finally:
+        provider.hold = False
+    job = await asyncio.wait_for(run, 120)
+    assert job.status == "succeeded"
+    assert provider.created == 2
+    assert sum(i.status == "succeeded" for i in _generates(job).values()) == 2000

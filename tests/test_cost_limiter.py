@@ -9,7 +9,14 @@ import textwrap
 import pytest
 
 from fxtr.models import ModelCallError, ModelCallFailure
-from fxtr.models._limiter import AdaptiveLimiter, limited, limiter_for, limiters, start_limit
+from fxtr.models._limiter import (
+    PROBE,
+    AdaptiveLimiter,
+    limited,
+    limiter_for,
+    limiters,
+    start_limit,
+)
 from tests.loopback import CapacityServer
 
 
@@ -26,25 +33,66 @@ async def test_a_429_cuts_once_per_episode_and_clean_calls_raise_it_back():
     lim = AdaptiveLimiter("u#m", 10)
     episodes = [await lim.acquire() for _ in range(10)]
     assert lim.in_flight == 10
-    for e in episodes[:5]:  # five calls in flight when the first 429 came: one cut
+    lim.release(episodes[0], "rate_limited")  # the first 429 of an episode: cut to 80%
+    assert lim.limit == 8 and lim.ceiling == 10
+    for e in episodes[1:5]:  # in flight at the cut: no cut, down to the 5 the server holds
         lim.release(e, "rate_limited")
-    assert lim.limit == 8 and lim.rate_limited == 5
+    assert lim.limit == 5 and lim.rate_limited == 5 and lim.episode == 1
     for e in episodes[5:]:
         lim.release(e, "ok")
-    assert lim.limit == 8 and lim.clean == 5
+    assert lim.limit == 6 and lim.clean == 0  # a run of `limit` (5) clean calls: one up
     fresh = await lim.acquire()  # started after the cut: a new episode
     lim.release(fresh, "rate_limited")
-    assert lim.limit == 6  # int(8 * 0.8)
-    for _ in range(6):
+    assert lim.limit == 4  # int(6 * 0.8); alone in flight: no level to remember
+    assert lim.ceiling is None
+    for _ in range(4):
         lim.release(await lim.acquire(), "ok")
-    assert lim.limit == 7  # a run of `limit` clean calls raises it by one
+    assert lim.limit == 5  # a run of `limit` clean calls raises it by one
     for _ in range(7):
         lim.release(await lim.acquire(), "error")  # 5xx and timeouts: no cut, not clean
-    assert lim.limit == 7 and lim.clean == 0
+    assert lim.limit == 5 and lim.clean == 0
     for _ in range(200):
         lim.release(await lim.acquire(), "ok")
     assert lim.limit == 10  # never above its start
-    assert [h["limit"] for h in lim.history] == [8, 6, 7, 8, 9, 10]
+    assert [h["limit"] for h in lim.history] == [8, 7, 6, 5, 6, 4, 5, 6, 7, 8, 9, 10]
+
+
+@pytest.mark.asyncio
+async def test_a_burst_settles_at_what_the_server_admits_in_one_episode():
+    """32 sent, the server holds 8 and refuses 24: the limit is 8 when the 429s are in."""
+    lim = AdaptiveLimiter("u#m", 32)
+    episodes = [await lim.acquire() for _ in range(32)]
+    for e in episodes[8:]:
+        lim.release(e, "rate_limited")
+    assert lim.limit == 8 and lim.episode == 1 and lim.ceiling == 32
+    # a rate limit that refuses everything in flight does not take it below a quarter
+    lim = AdaptiveLimiter("u#m", 32)
+    for e in [await lim.acquire() for _ in range(32)]:
+        lim.release(e, "rate_limited")
+    assert lim.limit == 8
+
+
+@pytest.mark.asyncio
+async def test_the_level_where_429s_began_is_approached_slowly():
+    """Steady state at a server admitting 8: one probe of 9 every 8 x 8 clean calls."""
+    lim = AdaptiveLimiter("u#m", 32)
+    held = [await lim.acquire() for _ in range(9)]
+    lim.release(held.pop(), "rate_limited")  # the 9th was refused: below 9, and remembered
+    assert lim.limit == 8 and lim.ceiling == 9
+    for e in held[1:]:
+        lim.release(e, "rate_limited")  # and, say, all but one of the others: down to 1...
+    assert lim.limit == 2  # ...but not below a quarter of 9
+    lim.release(held[0], "ok")
+    lim.release(await lim.acquire(), "ok")
+    assert lim.limit == 3  # far below the ceiling: one up after `limit` clean calls
+    for _ in range(3 + 4 + 5 + 6 + 7):
+        lim.release(await lim.acquire(), "ok")
+    assert lim.limit == 8  # just under the ceiling now
+    for _ in range(8 * PROBE - 1):
+        lim.release(await lim.acquire(), "ok")
+    assert lim.limit == 8
+    lim.release(await lim.acquire(), "ok")
+    assert lim.limit == 9 and lim.ceiling is None  # reached: forgotten, the usual pace on
 
 
 @pytest.mark.asyncio

@@ -613,3 +613,63 @@ def test_seed_answer_step_with_openai_responses_against_respx(monkeypatch):
     for path in __import__("pathlib").Path(".fxtr").rglob("*"):
         if path.is_file():
             assert KEY.encode() not in path.read_bytes()
+
+
+def test_an_unparsable_retry_after_falls_back_to_the_backoff():
+    """``Retry-After: soon`` is ignored (issue 36 item 12): the normal backoff, no ValueError."""
+    slept: list[float] = []
+
+    async def fake_sleep(seconds):
+        slept.append(seconds)
+
+    async def go():
+        adaptive.set(False)
+        with respx.mock() as mock:
+            mock.post("https://api.openai.com/v1/chat/completions").mock(
+                side_effect=[
+                    httpx.Response(
+                        429,
+                        json={"error": {"code": "rate_limit_exceeded", "message": "slow down"}},
+                        headers={"retry-after": value},
+                    )
+                    for value in ("soon", "inf", "nan")
+                ]
+                + [httpx.Response(200, json=CHAT_OK)]
+            )
+            api = OpenAIChatAPI("gpt-4o-mini", api_key=KEY)
+            try:
+                return await generate_with_retries(
+                    api, REQUEST, retry=RetryConfig(initial_delay=2.0, jitter=0.0), sleep=fake_sleep
+                )
+            finally:
+                await api.aclose()
+
+    response = asyncio.run(go())
+    assert isinstance(response, ModelResponse)
+    assert slept == [2.0, 4.0, 8.0]
+
+
+def test_retry_after_as_an_http_date_in_each_of_the_rfc_forms():
+    import time
+    from email.utils import formatdate
+
+    from fxtr.models._api import retry_after_seconds
+
+    when = time.time() + 30
+    gmt = time.gmtime(when)
+    forms = {
+        "IMF-fixdate": formatdate(when, usegmt=True),
+        "RFC 850": time.strftime("%A, %d-%b-%y %H:%M:%S GMT", gmt),
+        "asctime": time.strftime("%a %b ", gmt)
+        + f"{gmt.tm_mday:>2}"
+        + time.strftime(" %H:%M:%S %Y", gmt),
+    }
+    for form, value in forms.items():
+        seconds = retry_after_seconds(httpx.Headers({"retry-after": value}))
+        assert seconds is not None and 28 <= seconds <= 31, (form, value, seconds)
+    past = formatdate(time.time() - 100, usegmt=True)
+    assert retry_after_seconds(httpx.Headers({"retry-after": past})) == 0.0
+    assert retry_after_seconds(httpx.Headers({"retry-after": " 12 "})) == 12.0
+    for junk in ("soon", "-", "Sun, 99 Foo 1994", "1e999"):
+        assert retry_after_seconds(httpx.Headers({"retry-after": junk})) is None, junk
+    assert retry_after_seconds(httpx.Headers({"retry-after-ms": "x", "retry-after": "3"})) == 3.0

@@ -89,7 +89,12 @@ async def _batched(
     key = f"{context.address}|{invocation_of(context).fingerprint}|{api.model_name}"
     try:
         return await batch_generate(
-            api, request, key=key, settings=batching, store=getattr(run, "store", None)
+            api,
+            request,
+            key=key,
+            settings=batching,
+            store=getattr(run, "store", None),
+            slot=getattr(run, "sem", None),  # no slot held while waiting for the batch
         )
     except ModelCallError as exc:
         return exc.failure

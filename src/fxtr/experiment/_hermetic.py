@@ -57,8 +57,11 @@ _ENV_ALLOWED = re.compile(
 )
 _installed = False
 
-MODEL_SDKS = frozenset({"openai", "anthropic", "google", "mistralai", "cohere", "groq", "litellm"})
-"""Top-level packages of model SDKs: what they and the libraries below them read is theirs."""
+MODEL_SDKS = frozenset(
+    {"openai", "anthropic", "google", "mistralai", "cohere", "groq", "litellm", "httpx"}
+)
+"""Top-level packages of model SDKs, and httpx (a client reads the whole environment for its
+proxies): what they and the libraries below them read is theirs."""
 _IMPORTING = "<frozen importlib._bootstrap"
 """How the import machinery's frames name their file (``_bootstrap`` and ``_external``)."""
 MAX_FRAMES = 200

@@ -24,6 +24,7 @@ from fxtr.experiment._invocation import invoke
 from fxtr.experiment._records import Invocation
 from fxtr.experiment._replay import replayed
 from fxtr.experiment._why import explain, review_summary
+from fxtr.models._batch import parking
 from fxtr.models._mock import code_changed
 from fxtr.store import CacheEntry
 
@@ -222,12 +223,26 @@ async def _claim_and_run(
     # a bounded pool of workers, not one task per invocation: a 100,000-invocation
     # operation costs the memory of ``concurrency`` tasks, not of 100,000
     queue = iter(mine)
-    workers = [worker(queue) for _ in range(min(len(mine), run.concurrency))]
-    waits = [_wait_one(run, step, plans, bindings, i, r, out) for i, r in theirs]
-    if len(workers) + len(waits) == 1:  # one invocation (an agent's turn): no task for it
-        await (workers or waits)[0]
-    else:
-        await asyncio.gather(*workers, *waits)
+    extra: list[asyncio.Future[None]] = []
+    outer = parking.get()
+
+    def more() -> None:  # an invocation parked on a batch: a worker more meanwhile
+        extra.append(asyncio.ensure_future(worker(queue)))
+        if outer is not None:
+            outer()
+
+    token = parking.set(more)
+    try:
+        workers = [worker(queue) for _ in range(min(len(mine), run.concurrency))]
+        waits = [_wait_one(run, step, plans, bindings, i, r, out) for i, r in theirs]
+        if len(workers) + len(waits) == 1:  # one invocation (an agent's turn): no task for it
+            await (workers or waits)[0]
+        else:
+            await asyncio.gather(*workers, *waits)
+        while extra:
+            await extra.pop()
+    finally:
+        parking.reset(token)
 
 
 async def _wait_one(

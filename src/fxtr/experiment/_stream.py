@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from fxtr.experiment._binding import Operation, plan_stream
 from fxtr.experiment._graph import Node, Value, assemble
 from fxtr.experiment._resolution import resolve
+from fxtr.models._batch import parking
 
 if TYPE_CHECKING:
     from fxtr.experiment._definition import StepDefinition
@@ -66,9 +67,24 @@ async def run_step_op(run: Run, op: Operation, step: StepDefinition[..., Any], n
     if len(combos) <= chunk:  # one chunk (an agent's turn, a scalar step): no siblings
         await pump()
     else:
-        pumps = [asyncio.ensure_future(pump()) for _ in range(STREAM_PUMPS)]
+        parked = 0
+        pumps: list[asyncio.Future[None]] = []
+
+        def more() -> None:  # a chunk's worth of invocations parked on batches: a pump more
+            nonlocal parked
+            parked += 1
+            if parked % chunk == 0:
+                pumps.append(asyncio.ensure_future(pump()))
+
+        token = parking.set(more)
+        pumps.extend(asyncio.ensure_future(pump()) for _ in range(STREAM_PUMPS))
+        parking.reset(token)
         try:
-            await asyncio.gather(*pumps)
+            while True:  # until no pump was added while the others ran
+                count = len(pumps)
+                await asyncio.gather(*pumps)
+                if len(pumps) == count:
+                    break
         except BaseException:
             # a pump that raised (a DeterminismError, a store error) stops its siblings:
             # none goes on claiming and running chunks behind the job's back

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import datetime
 import email.utils
 import json
+import math
 import os
 import random
 import re
@@ -17,6 +19,7 @@ import httpx
 
 from fxtr.models._budget import spending
 from fxtr.models._classify import category_from_http
+from fxtr.models._http import shared_client
 from fxtr.models._limiter import limited
 from fxtr.models._observe import observe
 from fxtr.models._prices import cost_of
@@ -50,23 +53,39 @@ def redact(text: str, secret: str | None) -> str:
 
 
 def retry_after_seconds(headers: httpx.Headers) -> float | None:
-    """Seconds to wait from ``retry-after-ms`` or ``Retry-After`` (seconds or HTTP date)."""
-    ms = headers.get("retry-after-ms")
-    if ms:
-        try:
-            return max(0.0, float(ms) / 1000)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
+    """Seconds to wait from ``retry-after-ms`` or ``Retry-After``, or ``None``.
+
+    ``Retry-After`` is delay-seconds or an HTTP-date (RFC 9110 §10.2.3: IMF-fixdate, the
+    obsolete RFC 850 and asctime forms, all in GMT). A value that is neither (``soon``), or
+    not finite, is ignored: the caller falls back to its own backoff.
+    """
+    ms = _seconds(headers.get("retry-after-ms"))
+    if ms is not None:
+        return ms / 1000
+    value = (headers.get("retry-after") or "").strip()
     if not value:
         return None
+    seconds = _seconds(value)
+    if seconds is not None:
+        return seconds
     try:
-        return max(0.0, float(value))
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # asctime has no zone, and "-0000" parses naive: both are GMT
+        when = when.replace(tzinfo=datetime.UTC)
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _seconds(value: str | None) -> float | None:
+    """A finite, non-negative number of a header, else ``None``."""
+    try:
+        number = float(value) if value else None
     except ValueError:
-        parsed = email.utils.parsedate_to_datetime(value) if value else None
-        if parsed is None:
-            return None
-        return max(0.0, parsed.timestamp() - time.time())
+        return None
+    if number is None or not math.isfinite(number):
+        return None
+    return max(0.0, number)
 
 
 class Secret:
@@ -92,7 +111,7 @@ class Secret:
 
 
 class ModelAPI:
-    """A model behind an HTTP API: one shared ``httpx.AsyncClient``, a concurrency limit.
+    """A model behind an HTTP API: a shared ``httpx.AsyncClient``, a concurrency limit.
 
     Subclasses build the provider's request body and read its response; this class sends it,
     turns HTTP and transport failures into ``ModelCallError`` with a ``ModelCallFailure``,
@@ -102,6 +121,8 @@ class ModelAPI:
     provider: ClassVar[str] = "http"
     env_key: ClassVar[str | None] = None
     default_base_url: ClassVar[str] = ""
+    env_base_url: ClassVar[str | None] = None
+    """The variable the provider's SDK reads its base URL from when none is given."""
 
     def __init__(
         self,
@@ -114,7 +135,8 @@ class ModelAPI:
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.model_name = model_name
-        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        from_env = os.environ.get(self.env_base_url) if self.env_base_url else None
+        self.base_url = (base_url or from_env or self.default_base_url).rstrip("/")
         self._secret = Secret(
             api_key
             if api_key is not None
@@ -124,12 +146,19 @@ class ModelAPI:
             from fxtr.secrets import register
 
             register(api_key)
-        self._client = http_client or httpx.AsyncClient(timeout=timeout)
-        self._owns_client = http_client is None
+        self._http_client = http_client
+        self._timeout = timeout
         self._limit = asyncio.Semaphore(max_concurrency)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.model_name!r}, base_url={self.base_url!r})"
+
+    @property
+    def _client(self) -> httpx.AsyncClient:
+        """The ``http_client`` given, else the one shared by this server and key on this loop."""
+        if self._http_client is not None:
+            return self._http_client
+        return shared_client(self.base_url, self._api_key, self._timeout)
 
     @property
     def _api_key(self) -> str | None:
@@ -137,6 +166,11 @@ class ModelAPI:
 
     def _headers(self) -> dict[str, str]:
         raise NotImplementedError
+
+    def _no_key(self) -> str:
+        """What to do when the server wants a key and none was sent."""
+        where = f"set {self.env_key} in the environment or pass" if self.env_key else "pass"
+        return f"no API key was sent to {self.base_url}: {where} api_key= to {type(self).__name__}"
 
     def _path(self) -> str:
         raise NotImplementedError
@@ -199,11 +233,11 @@ class ModelAPI:
             data = http.text
         if http.status_code >= 400:
             category = category_from_http(http.status_code, data)
+            description = f"HTTP {http.status_code}: {_message(data)}"
+            if http.status_code == 401 and not self._api_key:
+                description += f" ({self._no_key()})"
             raise self._fail(
-                category,
-                f"HTTP {http.status_code}: {_message(data)}",
-                http.status_code,
-                retry_after_seconds(http.headers),
+                category, description, http.status_code, retry_after_seconds(http.headers)
             )
         if not isinstance(data, dict):
             raise self._fail(
@@ -224,9 +258,11 @@ class ModelAPI:
         return cost_of(self.model_name, usage, provider=self.provider, api_url=self.base_url)
 
     async def aclose(self) -> None:
-        """Close the HTTP client this API opened."""
-        if self._owns_client:
-            await self._client.aclose()
+        """Nothing to close (kept for the API contract).
+
+        The shared HTTP client closes with its event loop; a client given as ``http_client``
+        belongs to whoever gave it.
+        """
 
 
 def _message(data: Any) -> str:

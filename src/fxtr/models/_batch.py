@@ -19,11 +19,13 @@ the answers it had. Cost is the batch price: half the listed price.
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import hashlib
 import json
 import logging
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from fxtr.models._batch_settings import (
@@ -212,11 +214,8 @@ def _deliver(store: Any, item: _Pending, results: dict[str, Any]) -> None:
 
 
 async def submit(api: Any, provider: str, items: list[_Pending]) -> str:
-    """Send one batch; its id."""
-    import httpx
-
-    async with httpx.AsyncClient(timeout=600.0) as client:
-        return await _submit(client, api, provider, items)
+    """Send one batch; its id (over the model API's shared HTTP client)."""
+    return await _submit(api._client, api, provider, items)
 
 
 async def _submit(client: Any, api: Any, provider: str, items: list[_Pending]) -> str:
@@ -260,11 +259,10 @@ def _json(api: Any, http: Any, doing: str) -> dict[str, Any]:
         data = http.text
     if http.status_code >= 400:
         category = category_from_http(http.status_code, data)
-        raise _failure(
-            category,
-            f"{doing} failed: HTTP {http.status_code}: {str(data)[:300]}",
-            http.status_code,
-        )
+        description = f"{doing} failed: HTTP {http.status_code}: {str(data)[:300]}"
+        if http.status_code == 401 and not api._api_key:
+            description += f" ({api._no_key()})"
+        raise _failure(category, description, http.status_code)
     if not isinstance(data, dict):
         category = "server_error"
         raise _failure(category, f"{doing}: the answer is not a JSON object")
@@ -289,10 +287,7 @@ def _poller(api: Any, provider: str, batch_id: str) -> asyncio.Task[dict[str, An
 
 async def _wait(api: Any, provider: str, batch_id: str) -> dict[str, Any]:
     """Poll a batch until it ends; each request's response or failure, by custom id."""
-    import httpx
-
-    async with httpx.AsyncClient(timeout=600.0) as client:
-        return await _poll(client, api, provider, batch_id)
+    return await _poll(api._client, api, provider, batch_id)
 
 
 async def _poll(client: Any, api: Any, provider: str, batch_id: str) -> dict[str, Any]:
@@ -469,7 +464,13 @@ _QUEUES: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[tuple[str, ..
 
 
 async def batch_generate(
-    api: Any, request: ModelRequest, *, key: str, settings: BatchSettings, store: Any = None
+    api: Any,
+    request: ModelRequest,
+    *,
+    key: str,
+    settings: BatchSettings,
+    store: Any = None,
+    slot: asyncio.Semaphore | None = None,
 ) -> ModelResponse:
     """Answer one request through its provider's batch API.
 
@@ -480,6 +481,9 @@ async def batch_generate(
             fingerprint): a run that finds a batch recorded under it polls that batch.
         settings: the batch size and delay.
         store: where the batch id is kept (the project store), or ``None``.
+        slot: a concurrency slot the caller holds (the run's): given back while the request
+            waits for its batch, taken again before returning, so that the calls waiting
+            for a batch do not bound how many can join it.
 
     Raises:
         ModelCallError: the request failed inside its batch (or the batch failed).
@@ -507,7 +511,29 @@ async def batch_generate(
                 if queue is None:
                     queue = table[qkey] = _Queue(api, provider, settings, store)
                 queue.add(_Pending(cid, api._body(request), future))
-            response: ModelResponse = await future
+            response: ModelResponse = await _waiting(future, slot)
             spent.append(response)
         call.response = response
         return response
+
+
+parking: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
+    "fxtr_batch_parking", default=None
+)
+"""Set by the engine around a map's workers: called when an invocation parks on a batch, so
+that another worker takes the next invocation meanwhile."""
+
+
+async def _waiting(future: asyncio.Future[Any], slot: asyncio.Semaphore | None) -> Any:
+    """The future's result, with ``slot`` given back meanwhile."""
+    if slot is None:
+        return await future
+    slot.release()
+    more = parking.get()
+    if more is not None:
+        more()
+    try:
+        return await future
+    finally:
+        # taken again even when cancelled, so that the caller's own release balances it
+        await asyncio.shield(slot.acquire())

@@ -1,11 +1,14 @@
 """Adaptive concurrency: one limiter per provider base URL and model (DESIGN §14).
 
 A limiter starts at the run's concurrency (``--fxtr-concurrency``). A 429 (or a provider's
-``retry_after``) cuts it to 80% (at least 1) once per episode: the 429s of calls that were
-already in flight when it was cut do not cut it again. It also pauses the model for the
-``Retry-After`` seconds. Each run of as many consecutive clean calls as the current limit
-raises it by one, up to the start. Server errors and timeouts do not cut it (they are not
-the caller's pace), but they are not clean either. Every change is kept in ``history``.
+``retry_after``) cuts it to 80% (at least 1) once per episode, and below the calls in flight
+with it (a level it remembers as ``ceiling``): the 429s of calls that were already in flight
+when it was cut do not cut it again, but bring it down to the calls still in flight (not
+below a quarter of the ceiling). It also pauses the model for the ``Retry-After`` seconds.
+Each run of as many consecutive clean calls as the current limit raises it by one, up to the
+start; the step up to the ceiling takes ``PROBE`` times as many. Server errors and timeouts
+do not cut it (they are not the caller's pace), but they are not clean either. Every change
+is kept in ``history``. docs/cost.md's Decisions give the reading of DESIGN §14.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import contextlib
 import contextvars
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 DEFAULT_START = 32
@@ -24,6 +27,8 @@ DEFAULT_START = 32
 
 CUT = 0.8
 """The factor a rate-limit episode cuts the limit by."""
+PROBE = 8
+"""Raising the limit back to where 429s began takes this many times the usual clean calls."""
 
 start_limit: contextvars.ContextVar[int | None] = contextvars.ContextVar(
     "fxtr_start_limit", default=None
@@ -36,7 +41,14 @@ adaptive: contextvars.ContextVar[bool] = contextvars.ContextVar("fxtr_adaptive",
 class AdaptiveLimiter:
     """At most ``limit`` calls in flight to one model at one server, adapted to 429s."""
 
-    def __init__(self, key: str, start: int, *, adapt: bool = True) -> None:
+    def __init__(
+        self,
+        key: str,
+        start: int,
+        *,
+        adapt: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         if start < 1:
             msg = f"A limiter starts at 1 call or more, got {start!r}."
             raise ValueError(msg)
@@ -44,78 +56,118 @@ class AdaptiveLimiter:
         self.adapt = adapt
         """``False``: a static limit (no cut, no pause), to compare with."""
         self.start = start
+        self.clock = clock
+        """Seconds, for pauses; the event loop's clock must agree (both monotonic)."""
         self.limit = start
         self.in_flight = 0
         self.clean = 0
         self.episode = 0
         """Counts the cuts; a call remembers the episode it started in."""
         self.paused_until = 0.0
+        self.ceiling: int | None = None
+        """The calls in flight when the last episode's first 429 came, until the limit passes
+        it: the level where the server began refusing, approached slowly."""
         self.rate_limited = 0
         """429s (and other rate-limit answers) seen."""
         self.history: list[dict[str, Any]] = []
         """``{"at", "limit", "why"}`` for every change of the limit, and every pause."""
-        self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
+        self._waiters: collections.deque[asyncio.Future[int]] = collections.deque()
+        """Calls waiting for a slot, first come first served; each is handed its episode."""
+        self._timer: asyncio.TimerHandle | None = None
+        """Set while waiters wait for a pause to end: it hands them their slots then."""
 
     def __repr__(self) -> str:
         return f"AdaptiveLimiter({self.key!r}, limit={self.limit}/{self.start})"
 
     async def acquire(self) -> int:
-        """Wait for a slot (and for any pause to end); the episode the call starts in."""
-        loop = asyncio.get_running_loop()
-        while True:
-            wait = self.paused_until - time.monotonic()
-            if wait > 0:
-                await asyncio.sleep(wait)
-                continue
-            if self.in_flight < self.limit and not self._waiters:
-                self.in_flight += 1
-                return self.episode
-            waiter = loop.create_future()
-            self._waiters.append(waiter)
-            try:
-                await waiter
-            finally:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
-            if time.monotonic() >= self.paused_until and self.in_flight < self.limit:
-                self.in_flight += 1
-                self._wake()
-                return self.episode
+        """Wait for a slot (and for any pause to end); the episode the call starts in.
 
-    def _wake(self) -> None:
-        """Let the first waiters try for the free slots."""
-        free = self.limit - self.in_flight
-        while free > 0 and self._waiters:
+        Waiters are served first come, first served: a slot that frees (or a pause that ends)
+        is handed to the first waiter, which holds it from then on, so no waiter is ever put
+        back in line and a pause ends with a timer, not with a release that may never come.
+        """
+        if not self._waiters and self._open():
+            self.in_flight += 1
+            return self.episode
+        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._waiters.append(waiter)
+        self._dispatch()
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():  # handed a slot as it was cancelled
+                self.in_flight -= 1
+            elif waiter in self._waiters:
+                self._waiters.remove(waiter)
+            self._dispatch()
+            raise
+
+    def _open(self) -> bool:
+        """Whether a call may start now: a free slot and no pause."""
+        return self.in_flight < self.limit and self.clock() >= self.paused_until
+
+    def _dispatch(self) -> None:
+        """Hand the free slots to the first waiters, or wake them when the pause ends."""
+        while self._waiters and self._waiters[0].done():  # cancelled while waiting
+            self._waiters.popleft()
+        if not self._waiters:
+            return
+        wait = self.paused_until - self.clock()
+        if wait > 0:
+            if self._timer is None:
+                self._timer = self._waiters[0].get_loop().call_later(wait, self._pause_over)
+            return
+        while self._waiters and self.in_flight < self.limit:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(None)
-                free -= 1
+                self.in_flight += 1
+                waiter.set_result(self.episode)
+
+    def _pause_over(self) -> None:
+        self._timer = None
+        self._dispatch()  # a pause made longer meanwhile sets a new timer
 
     def release(self, episode: int, outcome: str, retry_after: float | None = None) -> None:
         """A call ended: ``ok``, ``rate_limited`` or ``error`` (anything else)."""
         self.in_flight -= 1
-        now = time.monotonic()
+        now = self.clock()
         if outcome == "ok":
             self.clean += 1
-            if self.clean >= self.limit and self.limit < self.start:
+            probing = self.ceiling is not None and self.limit + 1 >= self.ceiling
+            if self.clean >= self.limit * (PROBE if probing else 1) and self.limit < self.start:
                 self.limit += 1
                 self.clean = 0
+                if self.ceiling is not None and self.limit >= self.ceiling:
+                    self.ceiling = None  # the level where 429s began is passed: forgotten
                 self._note("raised after clean calls")
         elif outcome == "rate_limited" and not self.adapt:
             self.rate_limited += 1
         elif outcome == "rate_limited":
             self.rate_limited += 1
             self.clean = 0
-            if episode == self.episode:
+            if episode == self.episode:  # the first 429 of an episode: one cut
                 self.episode += 1
+                began = self.in_flight + 1  # in flight with this one: where 429s began
                 self.limit = max(1, int(self.limit * CUT))
+                self.ceiling = None
+                if began > 1:  # not a call alone: below that level, and remember it
+                    self.ceiling = began
+                    self.limit = min(self.limit, began - 1)
                 self._note("cut after a rate limit")
+            elif self.in_flight < self.limit:
+                # a 429 of a call already in flight at the cut: no cut, but the limit comes
+                # down to the calls the server still holds (a burst's 429s bring it to what
+                # the server admits, in one episode), not below a quarter of where 429s began
+                limit = max(1, self.in_flight, (self.ceiling or 0) // 4)
+                if limit < self.limit:
+                    self.limit = limit
+                    self._note("cut to the calls in flight")
             if retry_after and now + retry_after > self.paused_until:
                 self.paused_until = now + retry_after
                 self._note(f"paused {retry_after:g}s (Retry-After)")
         else:
             self.clean = 0
-        self._wake()
+        self._dispatch()
 
     def _note(self, why: str) -> None:
         self.history.append({"at": time.time(), "limit": self.limit, "why": why})

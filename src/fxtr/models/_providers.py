@@ -39,9 +39,11 @@ class OpenAIChatAPI(ModelAPI):
     provider: ClassVar[str] = "openai"
     env_key: ClassVar[str | None] = "OPENAI_API_KEY"
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
+    env_base_url: ClassVar[str | None] = "OPENAI_BASE_URL"
 
     def _headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self._api_key or ''}"}
+        # no key (a local server: vLLM, Ollama, LM Studio): no header, not an empty "Bearer "
+        return {"Authorization": f"Bearer {self._api_key}"} if self._api_key else {}
 
     def _path(self) -> str:
         return "/chat/completions"
@@ -275,10 +277,14 @@ class AnthropicMessagesAPI(ModelAPI):
     provider: ClassVar[str] = "anthropic"
     env_key: ClassVar[str | None] = "ANTHROPIC_API_KEY"
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
+    env_base_url: ClassVar[str | None] = "ANTHROPIC_BASE_URL"
     default_max_tokens: ClassVar[int] = 4096
 
     def _headers(self) -> dict[str, str]:
-        return {"x-api-key": self._api_key or "", "anthropic-version": "2023-06-01"}
+        headers = {"anthropic-version": "2023-06-01"}
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        return headers
 
     def _path(self) -> str:
         return "/v1/messages"

@@ -15,6 +15,7 @@ from typing import Any
 from fxtr.experiment.errors import FxtrError
 from fxtr.tracing._graph import Node, TaskGraph
 from fxtr.tracing._recorder import current_frame, node_scope, retry_of
+from fxtr.tracing._route import candidates, reroutable
 
 
 class FluxRecoveryNotInstalled(FxtrError):
@@ -94,20 +95,33 @@ class Messages:
     def __init__(self, client: Client) -> None:
         self._client = client
 
-    async def create(self, *, model: str = "auto", messages: Sequence[Any], **sampling: Any) -> Any:
+    async def create(
+        self,
+        *,
+        model: str = "auto",
+        messages: Sequence[Any],
+        max_cost: float | None = None,
+        **sampling: Any,
+    ) -> Any:
         """Send one request to a model and return its ``ModelResponse``.
 
         Args:
-            model: a key of the client's ``models``, or ``"auto"`` to ask ``route``.
+            model: a key of the client's ``models``, or ``"auto"``: the first model whose
+                context window fits the request (and whose forecast price is within
+                ``max_cost``); a failure for context overflow or a retired or unknown model
+                id goes on to the next such model, as a node that depends on the failed one.
             messages: dicts ``{"role": ..., "content": ...}`` or ``fxtr.models`` messages.
+            max_cost: dollars the call may cost at most (``model="auto"`` only).
             **sampling: temperature, max_tokens, top_p, seed, stop.
 
         Raises:
             ModelCallError: the call failed (after its node was recorded as failed).
+            LookupError: no model fits the request (each one's reason is said).
         """
         request = _to_request(messages, sampling)
-        api = self._client._api(model, request)
-        return await api.generate(request)
+        if model != "auto":
+            return await self._client._api(model, request).generate(request)
+        return await self._client._routed(request, max_cost)
 
 
 class Client:
@@ -118,7 +132,12 @@ class Client:
         store: a store directory (the step cache's ``.fxtr`` works); graphs are written as
             nodes change, so ``resume`` and ``get_task_graph`` work from other processes.
             ``None`` keeps graphs in this process only.
-        route: ``route(models, request) -> name`` for ``model="auto"``; default: the first.
+        route: ``route(models, request) -> name`` for ``model="auto"``; default: the rules
+            (the first model whose context window fits, and price, when a call gives
+            ``max_cost``). A routed call that fails for context overflow or a retired model
+            id goes on to the next model that fits either way.
+        context_windows: tokens of each model's context window, by name (else the API's
+            ``context_window`` attribute; a model with neither fits any request).
     """
 
     def __init__(
@@ -127,12 +146,14 @@ class Client:
         *,
         store: str | os.PathLike[str] | None = None,
         route: Callable[[Mapping[str, Any], Any], str] | None = None,
+        context_windows: Mapping[str, int] | None = None,
     ) -> None:
         if not models:
             msg = "Client needs at least one model: Client({'name': MockModelAPI(...)})."
             raise ValueError(msg)
         self.models = dict(models)
-        self.route = route or (lambda models, request: next(iter(models)))
+        self.route = route
+        self.context_windows = dict(context_windows or {})
         self._store = None
         if store is not None:
             from fxtr.store import open_store
@@ -277,11 +298,44 @@ class Client:
             return await fn(*args, **kwargs)
 
     def _api(self, model: str, request: Any) -> Any:
-        name = self.route(self.models, request) if model == "auto" else model
+        name = self._route(request)[0] if model == "auto" else model
         if name not in self.models:
             msg = f"Model {name!r} is not one of this client's models: {sorted(self.models)!r}."
             raise KeyError(msg)
         return self.models[name]
+
+    def _route(
+        self, request: Any, max_cost: float | None = None, skip: frozenset[str] = frozenset()
+    ) -> list[str]:
+        """The models to try for ``model="auto"``, in order."""
+        fit, why = candidates(self.models, self.context_windows, request, max_cost, skip)
+        if self.route is not None:
+            pick = self.route(self.models, request)
+            fit = [pick, *(n for n in fit if n != pick)]
+        if not fit:
+            msg = f"No model of this client fits the request: {'; '.join(why)}."
+            raise LookupError(msg)
+        return fit
+
+    async def _routed(
+        self, request: Any, max_cost: float | None = None, skip: frozenset[str] = frozenset()
+    ) -> Any:
+        """Send to the first model that fits; on a reroutable failure, to the next one."""
+        names = self._route(request, max_cost, skip)
+        for i, name in enumerate(names):
+            api = self._api(name, request)
+            frame = current_frame.get()
+            before = len(frame[0].nodes) if frame is not None else 0
+            try:
+                return await api.generate(request)
+            except Exception as exc:
+                if i == len(names) - 1 or not reroutable(exc):
+                    raise
+                failed = _failed_call(frame, before, api.model_name)
+                if failed is not None:
+                    retry_of.set(failed)  # the next call's node depends on this one
+        msg = "routing ended without a call"
+        raise AssertionError(msg)  # pragma: no cover
 
     # resume ---------------------------------------------------------------------------
 
@@ -344,7 +398,16 @@ class Client:
             if not node.attrs.get("request"):
                 return None  # an SDK call: its step re-runs it, fxtr cannot re-send it
             request = decode_text(node.attrs["request"])
-            return self._api(model or "auto", request).generate(request)
+            if model is not None:
+                return self._api(model, request).generate(request)
+            # routed again, without the models that failed it for a reason routing moves on
+            moved_on = _retired(node)
+            skip = frozenset(
+                name
+                for name, api in self.models.items()
+                if moved_on and getattr(api, "model_name", name) == node.name
+            )
+            return self._routed(request, skip=skip)
         if node.kind == "step" and node.attrs.get("resumable"):
             fn = self._callables.get(node.id) or _import(node.attrs["function"])
             args, kwargs = decode_text(node.attrs["arguments"])
@@ -358,6 +421,29 @@ class Client:
             return await self._acall(name, fn, tuple(args), kwargs)
         with self._callable_scope(name, fn, tuple(args), kwargs):
             return fn(*args, **kwargs)
+
+
+def _failed_call(frame: Any, before: int, model_name: str) -> str | None:
+    """The id of the failed model-call node a routed call just recorded."""
+    if frame is None:
+        return None
+    for node in frame[0].nodes[before:]:
+        if node.kind == "model_call" and node.name == model_name and node.status == "failed":
+            return str(node.id)
+    return None
+
+
+def _retired(node: Node) -> bool:
+    """Whether a model-call node failed for a reason routing moves on from.
+
+    Context overflow, or a retired or unknown model id.
+    """
+    from fxtr.models import ModelCallError, ModelCallFailure
+
+    if node.reason == "context_overflow":
+        return True
+    failure = ModelCallFailure(category=node.category or "", description=str(node.error or ""))
+    return reroutable(ModelCallError(failure))
 
 
 def _import(path: str) -> Callable[..., Any]:
