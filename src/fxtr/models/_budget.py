@@ -64,7 +64,7 @@ def price_tokens(api: Any, input_tokens: int, output_tokens: int) -> float | Non
 
 
 def estimate_call(
-    api: Any, request: ModelRequest, median_output: float | None = None
+    api: Any, request: ModelRequest, median_output: float | None = None, extra_chars: int = 0
 ) -> tuple[int, int, float | None]:
     """``(input tokens, output tokens, dollars or None)`` forecast for one call.
 
@@ -73,8 +73,10 @@ def estimate_call(
         request: what is sent.
         median_output: the model's median output tokens in the store or this run, used when
             the request sets no ``max_tokens``.
+        extra_chars: characters the request will hold beyond its text (a dry run's forecast
+            of an answer that the prompt quotes: counted, never built).
     """
-    input_tokens = max(1, request_chars(request) // 4)
+    input_tokens = max(1, (request_chars(request) + extra_chars + 3) // 4)
     sampling = request.sampling
     if sampling is not None and sampling.max_tokens:
         output_tokens = int(sampling.max_tokens)
