@@ -190,11 +190,13 @@ def main() -> None:
         rerun = work / "rerun"
         rerun.mkdir()
         (rerun / "test_bench.py").write_text(PROJECT)
-        (rerun / "pytest.ini").write_text("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+        ini = "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
+        (rerun / "pytest.ini").write_text(ini)
         cases = {"BENCH_CASES": str(args.cases)}
         _print("priced project, cold:", _compare(rerun, "test_bench.py", cases))
         again = {**cases, "BENCH_FIRST": str(args.cases)}
-        _print("priced project, new cases after a run (history):", _compare(rerun, "test_bench.py", again))
+        warm = _compare(rerun, "test_bench.py", again)
+        _print("priced project, new cases after a run (history):", warm)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
