@@ -192,6 +192,8 @@ def call_for(
     """
     from fxtr.models._budget import estimate_call
 
+    from fxtr.evals._models import pricing_api
+
     known = history.call(step, model.model, model.name, role)
     if known is not None and known.usd is not None:
         return known
@@ -207,16 +209,6 @@ def call_for(
     if known is not None:  # an unpriced model's history: its tokens, still no dollars
         return known
     return Call(model.name, role, usd, tokens_in, tokens_out, history_name=model.model)
-
-
-def pricing_api(model: Any) -> Any:
-    """What prices a kit ``Model``'s calls, without opening a client."""
-    import types
-
-    if model.provider == "mock":
-        return model.api()  # a registered mock: no client behind it
-    provider = "anthropic" if model.provider == "anthropic" else "openai"
-    return types.SimpleNamespace(model_name=model.model, provider=provider, base_url=model.base_url)
 
 
 def placeholder_response(call: Call, model: Any, output: tuple[Any, ...] = ()) -> Any:
