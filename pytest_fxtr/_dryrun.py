@@ -18,31 +18,22 @@ store, else 256) at the model's price. A model with no price is ``n/a``, never 0
 from __future__ import annotations
 
 import dataclasses
-import statistics
-from collections.abc import Callable
 from typing import Any
 
-DRY_MARK = "fxtr dry run: not executed"
-"""The error of an invocation the dry run did not execute (and of what it skipped)."""
+from pytest_fxtr._forecast import (
+    AGENT_STEPS,
+    DRY_MARK,
+    FORECASTERS,
+    TURN,
+    Call,
+    History,
+    NotExecuted,
+)
 
+__all__ = ["DRY_MARK", "Call", "History", "NotExecuted", "Plan", "plan_eval", "plan_job"]
 
 OWN = ("(steps of your own)", "-")
 """The row of invocations a dry run cannot forecast: steps it does not know, with no history."""
-
-
-class NotExecuted(Exception):
-    """Raised in place of a step body that a dry run does not run."""
-
-
-@dataclasses.dataclass
-class Call:
-    """One model call an invocation would make."""
-
-    model: str
-    role: str
-    usd: float | None
-    input_tokens: int = 0
-    output_tokens: int = 0
 
 
 @dataclasses.dataclass
@@ -54,6 +45,8 @@ class Row:
     usd: float = 0.0
     unpriced: int = 0
     at_least: bool = False
+    input_tokens: float = 0.0
+    output_tokens: float = 0.0
 
     def add(self, usd: float | None, calls: int, invocations: int = 1) -> None:
         self.invocations += invocations
@@ -63,6 +56,16 @@ class Row:
         else:
             self.usd += usd
 
+    def merge(self, other: Row) -> None:
+        """Add another row's figures to this one's."""
+        self.at_least = self.at_least or other.at_least
+        self.invocations += other.invocations
+        self.calls += other.calls
+        self.usd += other.usd
+        self.unpriced += other.unpriced
+        self.input_tokens += other.input_tokens
+        self.output_tokens += other.output_tokens
+
     def money(self) -> str:
         if self.unpriced and not self.usd:
             return "n/a"
@@ -70,135 +73,6 @@ class Row:
         if self.unpriced:
             text += f" + n/a ({self.unpriced} unpriced)"
         return text
-
-
-class History:
-    """What the store's cache says each step and model cost, per invocation."""
-
-    def __init__(self, store: Any) -> None:
-        self.cost: dict[tuple[str, str], list[float]] = {}
-        self.calls: dict[tuple[str, str], list[int]] = {}
-        self.outputs: dict[str, list[float]] = {}
-        self.steps: dict[str, list[tuple[float | None, int, str, str]]] = {}
-        try:
-            entries = store.iter_entries()
-            for _address, entry in entries:
-                if entry.damaged or not entry.usage:
-                    continue
-                self._add(entry.meta.get("step"), entry.usage)
-        except Exception:  # a store that cannot list its entries has no history to offer
-            return
-
-    def _add(self, step: Any, usage: dict[str, Any]) -> None:
-        if not isinstance(step, str):
-            return
-        roles = usage.get("by_role") or {}
-        role = next(iter(roles), "subject") if len(roles) == 1 else "subject"
-        for model, row in (usage.get("by_model") or {}).items():
-            calls = int(row.get("calls") or 0)
-            if not calls:
-                continue
-            if row.get("usd") is not None:
-                self.cost.setdefault((step, model), []).append(float(row["usd"]))
-            self.calls.setdefault((step, model), []).append(calls)
-            self.outputs.setdefault(model, []).append(float(row.get("output_tokens") or 0) / calls)
-            self.steps.setdefault(step, []).append((row.get("usd"), calls, model, role))
-
-    def median_cost(self, step: str, model: str) -> float | None:
-        seen = self.cost.get((step, model))
-        return statistics.median(seen) if seen else None
-
-    def median_output(self, model: str) -> float | None:
-        seen = self.outputs.get(model)
-        return statistics.median(seen) if seen else None
-
-    def of_step(self, step: str) -> list[Call]:
-        """The calls a typical invocation of ``step`` made, per model (its medians)."""
-        rows = self.steps.get(step)
-        if not rows:
-            return []
-        out = []
-        for model, role in dict.fromkeys((m, r) for _, _, m, r in rows):
-            calls = statistics.median(c for _, c, m, _ in rows if m == model)
-            out.extend(
-                Call(model, role, self.median_cost(step, model)) for _ in range(round(calls))
-            )
-        return out
-
-
-Forecaster = Callable[[dict[str, Any], Any, History], tuple[list[Call], Any]]
-"""``(kwargs, context, history) -> (calls, placeholder result)`` for a step a dry run plans."""
-
-FORECASTERS: dict[str, Forecaster] = {}
-"""Per step name, how a dry run forecasts an invocation of it without running it."""
-
-
-def _call_for(step: str, model: Any, request: Any, role: str, history: History) -> Call:
-    from fxtr.models._budget import estimate_call
-
-    api = pricing_api(model)
-    median = history.median_cost(step, model.model)
-    tokens_in, tokens_out, usd = estimate_call(api, request, history.median_output(model.model))
-    if usd is not None and median is None:
-        from fxtr.models import _batch
-
-        if _batch.settings_for(model.name, model.base_url, model.provider) is not None:
-            usd *= _batch.BATCH_PRICE  # its calls go through the provider's batch API
-    return Call(model.name, role, median if median is not None else usd, tokens_in, tokens_out)
-
-
-def pricing_api(model: Any) -> Any:
-    """What prices a kit ``Model``'s calls, without opening a client."""
-    import types
-
-    if model.provider == "mock":
-        return model.api()  # a registered mock: no client behind it
-    provider = "anthropic" if model.provider == "anthropic" else "openai"
-    return types.SimpleNamespace(model_name=model.model, provider=provider, base_url=model.base_url)
-
-
-def _generate(kwargs: dict[str, Any], context: Any, history: History) -> tuple[list[Call], Any]:
-    from fxtr.evals._evaluate import case_prompt, request_for
-    from fxtr.models import ContentText, ModelResponse, Usage
-
-    model, case = kwargs["model"], kwargs["case"]
-    request = request_for(model, case_prompt(case), context.sample)
-    call = _call_for("fxtr.generate", model, request, "subject", history)
-    placeholder = ModelResponse(
-        output=(ContentText(text="x" * (4 * call.output_tokens)),),
-        usage=Usage(input_tokens=call.input_tokens, output_tokens=call.output_tokens),
-        cost=call.usd,
-        model=model.model,
-    )
-    return [call], placeholder
-
-
-def _score(kwargs: dict[str, Any], context: Any, history: History) -> tuple[list[Call], Any]:
-    from fxtr.evals import _judge
-    from fxtr.evals._evaluate import request_for
-    from fxtr.evals._scorers import JUDGES, Score
-
-    scorer, case, response = kwargs["scorer"], kwargs["case"], kwargs["response"]
-    placeholder = Score(value=0.0, answer=None, explanation=DRY_MARK)
-    if scorer.kind not in JUDGES or scorer.judge is None or not case.targets:
-        return [], placeholder
-    try:
-        prompt = _judge.grading_prompt(
-            scorer.template or "",
-            question=case.input,
-            answer=response.text,
-            criterion="".join(case.targets),
-            instructions=scorer.instructions or "",
-            metadata=case.metadata,
-        )
-    except (KeyError, IndexError, ValueError):
-        prompt = case.input + response.text
-    request = request_for(scorer.judge, prompt, None)
-    return [_call_for("fxtr.score", scorer.judge, request, "judge", history)], placeholder
-
-
-FORECASTERS["fxtr.generate"] = _generate
-FORECASTERS["fxtr.score"] = _score
 
 
 class DryExecutor:
@@ -210,12 +84,21 @@ class DryExecutor:
         """Per address that would run: its forecast calls (``None``: not forecastable)."""
 
     async def run(self, step: Any, context: Any, kwargs: dict[str, Any]) -> Any:
+        from fxtr.experiment.entities import BoundID
+
         forecaster = FORECASTERS.get(step.name)
         address = context.address
         if forecaster is None:
             self.planned[address] = None
             raise NotExecuted(DRY_MARK)
-        calls, placeholder = forecaster(kwargs, context, self.history)
+        loaded = {
+            k: await context.load(v) if isinstance(v, BoundID) else v for k, v in kwargs.items()
+        }
+        try:
+            calls, placeholder = forecaster(loaded, context, self.history)
+        except NotExecuted:
+            self.planned[address] = None
+            raise
         self.planned[address] = calls
         return placeholder
 
@@ -263,12 +146,10 @@ class Plan:
 
     @property
     def total(self) -> Row:
-        row = Row(at_least=self.at_least)
+        row = Row()
         for r in self.rows.values():
-            row.invocations += r.invocations
-            row.calls += r.calls
-            row.usd += r.usd
-            row.unpriced += r.unpriced
+            row.merge(r)
+        row.at_least = self.at_least
         return row
 
 
@@ -334,6 +215,7 @@ def _tally(nodeid: str, job: Any, dry: DryExecutor, history: History) -> Plan:
     rows: dict[tuple[str, str], Row] = {}
     cached = review = 0
     at_least = any(w.status == "skipped" and DRY_MARK in (w.error or "") for w in job.workflows)
+    trajectories: dict[str, tuple[Call, dict[str, int]]] = {}
     for inv in job.invocations:
         if inv.status == "succeeded" and inv.from_cache:
             cached += 1
@@ -347,6 +229,12 @@ def _tally(nodeid: str, job: Any, dry: DryExecutor, history: History) -> Plan:
             continue  # skipped for another reason (an input in review): it would not run
         if isinstance(planned, list):
             _add_calls(rows, planned)
+            if inv.step in AGENT_STEPS:
+                where = inv.address.rpartition("/")[0]
+                turn, counts = trajectories.setdefault(where, (planned[0], {}))
+                if inv.step == TURN:
+                    trajectories[where] = (planned[0], counts)
+                counts[inv.step] = counts.get(inv.step, 0) + 1
             continue
         at_least = at_least or depends
         calls = history.of_step(inv.step)
@@ -356,7 +244,35 @@ def _tally(nodeid: str, job: Any, dry: DryExecutor, history: History) -> Plan:
             at_least = True
             continue
         _add_calls(rows, calls)
+    for turn, counts in trajectories.values():
+        at_least = _more_turns(rows, turn, counts, history) or at_least
     return Plan(nodeid, rows, cached, review, at_least)
+
+
+def _more_turns(
+    rows: dict[tuple[str, str], Row], turn: Call, counts: dict[str, int], history: History
+) -> bool:
+    """Add the turns a trajectory takes after its first, from history; True: unknown.
+
+    A trajectory's planned steps end at its first turn (the dry run's reply ends it); with
+    trajectories of the model in history, each agent step is topped up to its median count
+    there, each call forecast from its history (``call_for``), so that the forecast is the
+    median turns times the cost of a turn (DESIGN §14).
+    """
+    medians = history.median_steps(turn.history_name)
+    if medians is None:
+        rows[(turn.model, turn.role)].at_least = True
+        return True
+    for step, median in medians.items():
+        more = round(median) - counts.get(step, 0)
+        if more <= 0:
+            continue
+        typical: Call | None = turn  # the planned turn: the model's trajectories' average
+        if step != TURN:  # a tool call (no model call) or the simulated user's turn
+            typical = next(iter(history.of_step(step)), None)
+        for _ in range(more):
+            _add_calls(rows, [typical] if typical is not None else [])
+    return False
 
 
 def _add_calls(rows: dict[tuple[str, str], Row], calls: list[Call]) -> None:
@@ -369,7 +285,10 @@ def _add_calls(rows: dict[tuple[str, str], Row], calls: list[Call]) -> None:
     for key, group in per.items():
         costs = [c.usd for c in group]
         usd = None if any(u is None for u in costs) else sum(u for u in costs if u is not None)
-        rows.setdefault(key, Row()).add(usd, len(group))
+        row = rows.setdefault(key, Row())
+        row.add(usd, len(group))
+        row.input_tokens += sum(c.input_tokens for c in group)
+        row.output_tokens += sum(c.output_tokens for c in group)
 
 
 def render(tr: Any, plans: list[Plan]) -> None:
@@ -399,18 +318,15 @@ def render(tr: Any, plans: list[Plan]) -> None:
                     role,
                     ("at least " if row.at_least else "") + str(row.invocations),
                     row.calls,
+                    round(row.input_tokens),
+                    round(row.output_tokens),
                     row.money(),
                 ]
                 for (model, role), row in sorted(plan.rows.items())
             ]
-            tr.write_line(
-                tabulate(table, headers=["model", "role", "invocations", "calls", "forecast"])
-            )
-        grand.at_least = grand.at_least or plan.at_least
-        grand.invocations += total.invocations
-        grand.calls += total.calls
-        grand.usd += total.usd
-        grand.unpriced += total.unpriced
+            headers = ["model", "role", "invocations", "calls", "in tokens", "out tokens"]
+            tr.write_line(tabulate(table, headers=[*headers, "forecast"]))
+        grand.merge(total)
     prefix = "at least " if grand.at_least else ""
     tr.write_line("")
     tr.write_line(
@@ -430,6 +346,8 @@ def plans_json(plans: list[Plan]) -> list[dict[str, Any]]:
                 "error": plan.error,
                 "invocations": total.invocations,
                 "calls": total.calls,
+                "input_tokens": round(total.input_tokens),
+                "output_tokens": round(total.output_tokens),
                 "usd": None if total.unpriced and not total.usd else total.usd,
                 "unpriced": total.unpriced,
                 "cached": plan.cached,
@@ -441,6 +359,8 @@ def plans_json(plans: list[Plan]) -> list[dict[str, Any]]:
                         "role": r,
                         "invocations": row.invocations,
                         "calls": row.calls,
+                        "input_tokens": round(row.input_tokens),
+                        "output_tokens": round(row.output_tokens),
                         "usd": None if row.unpriced and not row.usd else row.usd,
                     }
                     for (m, r), row in sorted(plan.rows.items())

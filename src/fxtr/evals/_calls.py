@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -27,6 +28,7 @@ from fxtr.models import (
     UserMessage,
     generate_with_retries,
 )
+from fxtr.models._budget import Graders
 
 
 def request_for(model: Model, text: str, sample: int | None) -> ModelRequest:
@@ -46,6 +48,99 @@ def request_for(model: Model, text: str, sample: int | None) -> ModelRequest:
     return ModelRequest(context=tuple(messages), sampling=sampling)
 
 
+_JUDGES: weakref.WeakKeyDictionary[Any, Scorer] = weakref.WeakKeyDictionary()
+"""Per run of an ``evaluate`` job, the judge scorer that grades its answers."""
+
+
+def expect_judges(context: Any, scorer: Scorer) -> None:
+    """The answers of this run's ``generate`` steps will be graded by ``scorer``'s judge.
+
+    Under a budget, each answer's call then reserves the forecast of its judge calls, so an
+    answer paid for is graded before a new case starts (DESIGN §14).
+    """
+    from fxtr.evals._scorers import JUDGES
+
+    if scorer.kind in JUDGES and scorer.judge is not None:
+        _JUDGES[context._run] = scorer
+
+
+def _judge_forecast(scorer: Scorer, model: Model, request: ModelRequest) -> Graders:
+    """The judge calls that will grade the answer to ``request``, for the budget.
+
+    The judge's prompt is its template filled with the question and an answer of the
+    subject's forecast length (the sampling's ``max_tokens``, else the run's median output
+    of the model, else 256), as many times as it grades an answer (``judge_samples``; both
+    orders for ``pairwise``). An unpriced judge costs nothing here.
+    """
+    from fxtr.evals._models import pricing_api
+    from fxtr.evals._scorers import PAIRWISE, AuditedScorer
+    from fxtr.models._batch import BATCH_PRICE, settings_for
+    from fxtr.models._budget import DEFAULT_OUTPUT_TOKENS, estimate_call, request_chars
+
+    judge = scorer.judge
+    assert judge is not None
+    times = scorer.judge_samples if isinstance(scorer, AuditedScorer) else 1
+    times *= 2 if scorer.kind == PAIRWISE else 1
+    question = request_chars(request)
+    prompt = _judge.fill(
+        scorer.template or "",
+        values={"question": "", "answer": "", "answer_a": "", "answer_b": "", "criterion": ""},
+        instructions=scorer.instructions or "",
+        metadata={},
+    ) if scorer.template else ""
+    judged = request_for(judge, prompt, None)
+    api = pricing_api(judge)
+    price = BATCH_PRICE if settings_for(judge.name, judge.base_url, judge.provider) else 1.0
+    answers = 2 if scorer.kind == PAIRWISE else 1
+
+    def forecast(budget: Any) -> float:
+        sampling = request.sampling
+        if sampling is not None and sampling.max_tokens:
+            answer = sampling.max_tokens
+        else:
+            median = budget.median_output(model.model)
+            answer = DEFAULT_OUTPUT_TOKENS if median is None else round(median)
+        extra = question + 4 * answer * answers
+        _, _, usd = estimate_call(api, judged, budget.median_output(judge.model), extra)
+        return 0.0 if usd is None else usd * price
+
+    return Graders(forecast, times)
+
+
+@contextlib.contextmanager
+def _budgeted(model: Model, request: ModelRequest, context: Any) -> Iterator[None]:
+    """Around a kit call under a budget: its place in its case, for the budget.
+
+    A subject's answer reserves its judges' calls; a judge's call draws on what was
+    reserved (``fxtr.models._budget``).
+    """
+    from fxtr.models._budget import current_budget, paid_for, then_calls
+
+    step = getattr(context, "step_name", None)
+    if current_budget.get() is None or step is None:
+        yield
+        return
+    if step == "fxtr.generate":
+        scorer = _JUDGES.get(context._run)
+        if scorer is None or "/against[" in context.address:  # the reference's answers
+            yield
+            return
+        token = then_calls.set(_judge_forecast(scorer, model, request))
+        try:
+            yield
+        finally:
+            then_calls.reset(token)
+        return
+    if step == "fxtr.judge_gold":  # a gold case: no answer of the run paid for it
+        yield
+        return
+    paying = paid_for.set(True)
+    try:
+        yield
+    finally:
+        paid_for.reset(paying)
+
+
 async def call(
     model: Model, request: ModelRequest, context: Any = None, *, batch: bool = True
 ) -> ModelResponse:
@@ -58,19 +153,20 @@ async def call(
         ModelCallError: the call still failed, so the invocation fails with its classified
             reason and nothing is cached.
     """
+    from fxtr.experiment._context import current_step
     from fxtr.models._batch import settings_for
 
+    step = context if context is not None else current_step.get()
     if context is None and batch:
-        from fxtr.experiment._context import current_step
-
-        context = current_step.get()
+        context = step
     api = model.api()
     try:
         batching = settings_for(model.name, model.base_url, model.provider)
-        if batching is not None and batch and context is not None:
-            result = await _batched(api, request, context, batching)
-        else:
-            result = await generate_with_retries(api, request)
+        with _budgeted(model, request, step):
+            if batching is not None and batch and context is not None:
+                result = await _batched(api, request, context, batching)
+            else:
+                result = await generate_with_retries(api, request)
     finally:
         await api.aclose()
     if isinstance(result, ModelCallFailure):

@@ -7,6 +7,7 @@ from typing import Annotated, Any
 from fxtr.agents._types import RUNNERS, Agent
 from fxtr.evals._calls import _judged as _judged  # re-exported: the agents' scorers use it
 from fxtr.evals._calls import call as call
+from fxtr.evals._calls import expect_judges
 from fxtr.evals._calls import judge_role as judge_role
 from fxtr.evals._calls import request_for as request_for
 from fxtr.evals._cases import Case
@@ -140,6 +141,7 @@ async def evaluate(
     )
     ref = await scorer.item()
     spec = ref if isinstance(ref, Scorer) else await context.load(ref)
+    expect_judges(context, spec)  # under a budget, an answer reserves its judge calls
     if isinstance(spec, AuditedScorer):  # a gold set, K verdicts or pairs (DESIGN §15)
         handles = (case, asked, responses)
         return await audited_scores(context, spec, handles, samples, (generate, score))

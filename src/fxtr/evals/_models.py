@@ -131,6 +131,16 @@ class Model(Entity):
         return mock
 
 
+def pricing_api(model: Model) -> Any:
+    """What prices ``model``'s calls (its name, provider and server), without opening a client."""
+    import types
+
+    if model.provider == "mock":
+        return model.api()  # a registered mock: no client behind it
+    provider = "anthropic" if model.provider == "anthropic" else "openai"
+    return types.SimpleNamespace(model_name=model.model, provider=provider, base_url=model.base_url)
+
+
 def register_mock(
     name: str, reply: Reply, *, delay: float = 0.0, price_as: str | None = None
 ) -> Model:

@@ -9,10 +9,12 @@ through ``spending`` around every call they make.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import contextvars
+import dataclasses
 import statistics
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fxtr.models._prices import cost_of_tokens, has_price
@@ -64,7 +66,7 @@ def price_tokens(api: Any, input_tokens: int, output_tokens: int) -> float | Non
 
 
 def estimate_call(
-    api: Any, request: ModelRequest, median_output: float | None = None
+    api: Any, request: ModelRequest, median_output: float | None = None, extra_chars: int = 0
 ) -> tuple[int, int, float | None]:
     """``(input tokens, output tokens, dollars or None)`` forecast for one call.
 
@@ -73,8 +75,10 @@ def estimate_call(
         request: what is sent.
         median_output: the model's median output tokens in the store or this run, used when
             the request sets no ``max_tokens``.
+        extra_chars: characters the request will hold beyond its text (a dry run's forecast
+            of an answer that the prompt quotes: counted, never built).
     """
-    input_tokens = max(1, request_chars(request) // 4)
+    input_tokens = max(1, (request_chars(request) + extra_chars + 3) // 4)
     sampling = request.sampling
     if sampling is not None and sampling.max_tokens:
         output_tokens = int(sampling.max_tokens)
@@ -85,13 +89,51 @@ def estimate_call(
     return input_tokens, output_tokens, price_tokens(api, input_tokens, output_tokens)
 
 
+@dataclasses.dataclass
+class Graders:
+    """The calls that will grade an answer (its case's judge calls), for the budget."""
+
+    per_call: Callable[[Budget], float]
+    """The forecast dollars of one of them, given what the run has seen so far."""
+    calls: int = 1
+
+
+then_calls: contextvars.ContextVar[Graders | None] = contextvars.ContextVar(
+    "fxtr_budget_then", default=None
+)
+"""Around a call whose answer other calls will grade (an eval's subject call): those calls."""
+
+paid_for: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "fxtr_budget_paid_for", default=False
+)
+"""Around a call that grades an answer already paid for (a judge's): it draws on what the
+answer's call reserved for it."""
+
+
+@dataclasses.dataclass
+class Reservation:
+    """What an admitted call holds of the budget until it settles."""
+
+    forecast: float = 0.0
+    """Its own forecast, in flight."""
+    owed: list[Any] | None = None
+    """The entry of the budget's ``owed`` it added (``[graders, calls left]``)."""
+    counted: bool = False
+    """Whether it counts among the budget's calls in flight."""
+
+
 class Budget:
     """A limit on the dollars a run's model calls spend (``--fxtr-max-cost``).
 
     A call starts only when what was spent, plus the forecast of the calls in flight, plus
-    its own forecast stays within ``limit``; otherwise it fails at once with category
-    ``budget_exhausted`` (reason ``budget``) and nothing is sent. Calls of a model with no
-    price cost nothing here (they cannot be counted) and are counted in ``unpriced``.
+    what is owed to the judges of answers asked, plus its own forecast (and, for a call whose
+    answer will be graded, the forecast of its grading calls) stays within ``limit``. A
+    judge's call draws on what is owed, so a case whose answer was paid for is graded before
+    a new case starts. A call that does not fit waits while calls are in flight (they may
+    cost less than forecast, and teach the forecast what this run's answers are like);
+    then it fails at once with category ``budget_exhausted`` (reason ``budget``) and
+    nothing is sent. Calls of a model with no price cost nothing here (they cannot be
+    counted) and are counted in ``unpriced``.
     """
 
     def __init__(self, limit: float) -> None:
@@ -105,47 +147,123 @@ class Budget:
         """Calls that did not start because of the budget."""
         self.unpriced = 0
         self._outputs: dict[str, list[int]] = {}
+        self._owed: list[list[Any]] = []
+        """Per answer asked and not yet graded: ``[graders, grading calls left]``."""
+        self._settled: asyncio.Event | None = None
+        self._calls_in_flight = 0
+        self._waiting = 0
 
     @property
     def reached(self) -> bool:
         """Whether a call was refused for the budget."""
         return self.refused > 0
 
+    @property
+    def owed(self) -> float:
+        """Dollars kept for the grading calls of the answers asked (at today's forecast)."""
+        return float(sum(g.per_call(self) * left for g, left in self._owed))
+
     def median_output(self, model: str) -> float | None:
         seen = self._outputs.get(model)
         return statistics.median(seen) if seen else None
 
-    def admit(self, api: Any, request: ModelRequest) -> float:
-        """Reserve the forecast of a call; its dollars in flight.
+    def _plan(self, api: Any, request: ModelRequest) -> tuple[str, float | None, Graders | None]:
+        name = str(getattr(api, "model_name", "?"))
+        _, _, forecast = estimate_call(api, request, self.median_output(name))
+        return name, forecast, None if paid_for.get() else then_calls.get()
+
+    def _fits(self, forecast: float, graders: Graders | None) -> tuple[bool, float, float]:
+        """Whether a call fits; what it would commit beyond the run's, and the owed now."""
+        owed = self.owed
+        if paid_for.get() and self._owed:  # a judge: its share was kept for it
+            head, _ = self._owed[0]
+            owed -= min(head.per_call(self), forecast)
+        then = graders.per_call(self) * graders.calls if graders is not None else 0.0
+        committed = self.spent + self.in_flight + owed + forecast
+        fits = committed + then <= self.limit
+        if not fits and not self._outputs and not self._calls_in_flight:
+            # the run's first answer: its judges' forecast knows nothing of this run yet
+            # (256 output tokens a call), so it starts if it fits alone, to learn
+            fits = committed <= self.limit
+        return fits, then, owed
+
+    def admit(self, api: Any, request: ModelRequest) -> Reservation:
+        """Reserve the forecast of a call (and of the calls that will grade its answer).
 
         Raises:
             ModelCallError: the call would take the run past its budget (``budget_exhausted``).
         """
-        name = str(getattr(api, "model_name", "?"))
-        _, _, forecast = estimate_call(api, request, self.median_output(name))
+        name, forecast, graders = self._plan(api, request)
         if forecast is None:
             self.unpriced += 1
-            return 0.0
-        if self.spent + self.in_flight + forecast > self.limit:
+            return Reservation()
+        fits, then, owed = self._fits(forecast, graders)
+        if not fits:
             self.refused += 1
+            kept = f" and ${then:.6f} for the judge calls of its answer" if then else ""
             raise ModelCallError(
                 ModelCallFailure(
                     category="budget_exhausted",
                     description=(
-                        f"not started: this call to {name} (about ${forecast:.6f}) would take "
-                        f"the run past its budget (${self.spent:.6f} spent, "
-                        f"${self.in_flight:.6f} in flight, budget ${self.limit:g}). Raise "
-                        "--fxtr-max-cost and run again with --fxtr-resume: nothing done is lost."
+                        f"not started: this call to {name} (about ${forecast:.6f}{kept}) "
+                        f"would take the run past its budget (${self.spent:.6f} spent, "
+                        f"${self.in_flight:.6f} in flight, ${owed:.6f} kept for the judges "
+                        f"of answers asked, budget ${self.limit:g}). Raise --fxtr-max-cost "
+                        "and run again with --fxtr-resume: nothing done is lost."
                     ),
                 )
             )
+        if paid_for.get() and self._owed:
+            self._owed[0][1] -= 1
+            if self._owed[0][1] <= 0:
+                self._owed.pop(0)
+        entry = None
+        if graders is not None:
+            entry = [graders, graders.calls]
+            self._owed.append(entry)
         self.in_flight += forecast
-        return forecast
+        self._calls_in_flight += 1
+        return Reservation(forecast, entry, counted=True)
 
-    def settle(self, api: Any, reserved: float, response: ModelResponse | None) -> None:
-        """A call ended: its reservation is released and what it cost is spent."""
-        self.in_flight = max(0.0, self.in_flight - reserved)
+    async def wait_to_admit(self, api: Any, request: ModelRequest) -> Reservation:
+        """``admit``, after waiting while the call does not fit and calls are in flight.
+
+        Calls in flight settle, perhaps below their forecast, and teach the forecast this
+        run's answers. At most one less than the run's concurrency wait at once, so that a
+        step that needs no wait (a judge) finds a slot.
+        """
+        from fxtr.models._limiter import start_limit
+
+        room = (start_limit.get() or 32) - 1
+        while self._calls_in_flight and self._waiting < room:
+            _, forecast, graders = self._plan(api, request)
+            if forecast is None or self._fits(forecast, graders)[0]:
+                break
+            if self._settled is None:
+                self._settled = asyncio.Event()
+            self._waiting += 1
+            try:
+                await self._settled.wait()
+            finally:
+                self._waiting -= 1
+        return self.admit(api, request)
+
+    def settle(self, api: Any, reserved: Reservation, response: ModelResponse | None) -> None:
+        """A call ended: its reservation is released and what it cost is spent.
+
+        A call that failed owes its graders nothing: they will not run.
+        """
+        self.in_flight = max(0.0, self.in_flight - reserved.forecast)
+        if reserved.counted:
+            self._calls_in_flight -= 1
+        if not self._calls_in_flight:
+            self.in_flight = 0.0  # no residue of float sums
+        if self._settled is not None:
+            self._settled.set()
+            self._settled = None
         if response is None:
+            if reserved.owed is not None and reserved.owed in self._owed:
+                self._owed.remove(reserved.owed)
             return
         if response.cost is not None:
             self.spent += response.cost
@@ -170,7 +288,7 @@ async def spending(api: Any, request: ModelRequest) -> AsyncIterator[list[ModelR
     if budget is None:
         yield box
         return
-    reserved = budget.admit(api, request)
+    reserved = await budget.wait_to_admit(api, request)
     try:
         yield box
     finally:

@@ -75,6 +75,18 @@ class Sampling(Entity):
     seed: int | None = None
     stop: tuple[str, ...] | None = None
 
+    def __post_init__(self) -> None:
+        tokens = self.max_tokens
+        if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int)):
+            msg = f"Sampling(max_tokens={tokens!r}): max_tokens is a whole number of tokens."
+            raise TypeError(msg)
+        if tokens is not None and tokens < 1:
+            msg = (
+                f"Sampling(max_tokens={tokens!r}): max_tokens must be 1 or more (the most "
+                "output tokens a call may use), or None for the provider's default."
+            )
+            raise ValueError(msg)
+
 
 class ModelRequest(Entity):
     """One request to a model: the conversation, tools and sampling."""
