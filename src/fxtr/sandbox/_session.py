@@ -42,6 +42,8 @@ class SandboxSession:
                 stopped=out.stopped,
                 cut=out.dropped,
                 seconds=out.seconds,
+                stdout=out.stdout.decode(errors="replace"),
+                stderr=out.stderr.decode(errors="replace"),
             )
         )
         return out

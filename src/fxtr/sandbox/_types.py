@@ -122,6 +122,10 @@ class Command(Entity):
     cut: int = 0
     """Bytes of output past ``output_limit``, not returned."""
     seconds: float = 0.0
+    stdout: str = ""
+    """Its standard output, as kept (up to ``output_limit`` bytes; for the viewer)."""
+    stderr: str = ""
+    """Its standard error, as kept."""
 
 
 class CallOutcome(Entity):
