@@ -202,35 +202,38 @@ def scan(
     whose stat is the same keeps its digest. ``keep(digest, data)`` receives each file read.
     Sockets, pipes and devices are left out (a tree holds files, directories and symlinks).
     """
-    now = time.time_ns()
+    recent = time.time_ns() - RACY_NS
     manifest: dict[str, str] = {}
     seen: Stats = {}
     pending = [("", str(root))]
-    while pending:
+    get_stat, get_known = stats.get, known.get
+    while pending:  # the hot loop of a call's capture: one lstat a path, no hash if unchanged
         prefix, directory = pending.pop()
         with os.scandir(directory) as it:
             for e in it:
                 rel = prefix + e.name
                 st = e.stat(follow_symlinks=False)
                 mode = st.st_mode
-                if stat.S_ISDIR(mode):
-                    manifest[rel] = entry(mode & 0o170777, "")
+                kind = mode & 0o170000
+                if kind == stat.S_IFDIR:
+                    manifest[rel] = f"{mode & 0o170777:o}:"
                     pending.append((rel + "/", e.path))
                     continue
-                if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                if kind != stat.S_IFREG and kind != stat.S_IFLNK:
                     continue
-                key = (mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                ctime = st.st_ctime_ns
+                key = (mode, st.st_size, st.st_mtime_ns, ctime, st.st_ino)
                 if sizes is not None:
-                    sizes[rel] = st.st_size
-                if stats.get(rel) == key and rel in known:
-                    manifest[rel] = known[rel]
-                else:
-                    data = os.readlink(e.path).encode() if stat.S_ISLNK(mode) else _read(e.path)
+                    sizes[rel] = key[1]
+                value = get_known(rel) if get_stat(rel) == key else None
+                if value is None:
+                    data = os.readlink(e.path).encode() if kind == stat.S_IFLNK else _read(e.path)
                     digest = digest_of(data)
                     if keep is not None:
                         keep(digest, data)
-                    manifest[rel] = entry(mode & 0o170777, digest)
-                if max(st.st_ctime_ns, st.st_mtime_ns) < now - RACY_NS:
+                    value = entry(mode & 0o170777, digest)
+                manifest[rel] = value
+                if ctime < recent and key[2] < recent:
                     seen[rel] = key
     return manifest, seen
 
