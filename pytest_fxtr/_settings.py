@@ -428,7 +428,8 @@ def _check_otel(problems: list[str]) -> None:
             found = False
         if not found:
             problems.append(
-                f"--fxtr-otel needs {module}, which is not installed: pip install 'pytest-fxtr[otel]'."
+                f"--fxtr-otel needs {module}, which is not installed: "
+                "pip install 'pytest-fxtr[otel]'."
             )
             return
 

@@ -181,6 +181,9 @@ async def grade_trajectory(
         grade_tree = sandbox_name("grade_trajectory")
         score: Score = await grade_tree(context, scorer, case, trajectory)
         return score
+    from fxtr.agents._env import whole
+
+    trajectory = await whole(context, trajectory)  # a stored environment, read whole
     if isinstance(scorer, TrajectoryScorer):
         return scorer.grade_trajectory(case, trajectory)
     if scorer.kind in JUDGES:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fxtr.agents._tool import Tool, import_path, path_of
+from fxtr.agents._tool import Tool, check_nesting, import_path, path_of
 from fxtr.evals._models import Model
 from fxtr.experiment._definition import _normalized_source_hash
 from fxtr.experiment._entity import Entity
@@ -70,6 +70,8 @@ class Agent(Entity):
     answers (``submit`` it, with ``submit=True``), the simulated user says stop, or a limit
     ends it. Every turn and every tool call is a cached step.
     """
+
+    __added_fields__ = ("sandbox", "sandbox_code")
 
     tools: tuple[Tool, ...] = ()
     """What the model may call (``@tool`` functions)."""
@@ -251,6 +253,8 @@ class Trajectory(Entity):
     first; ``env`` the final environment.
     """
 
+    __added_fields__ = ("sandbox",)
+
     messages: tuple[Message, ...]
     """The conversation: system prompt, user turns, the agent's replies and tool results."""
     answer: str | None
@@ -293,5 +297,9 @@ def tool_call(name: str, /, **arguments: Any) -> ToolCall:
 
     Its id is left empty; the agent's turn numbers it from the turn (``call_2_0``), so
     scripted runs are reproducible.
+
+    Raises:
+        ValueError: the arguments nest deeper than ``MAX_NESTING`` levels.
     """
+    check_nesting(name, arguments)
     return ToolCall(id="", name=name, arguments=dict(arguments))

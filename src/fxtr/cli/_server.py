@@ -117,7 +117,7 @@ def invocation_rows(
 def with_trajectories(store: Store, detail: dict[str, Any], invocations: Any) -> dict[str, Any]:
     """An agent eval's cell gains its trajectories (drawn by agents.js)."""
     addresses = [inv["address"] for inv in detail.get("invocations") or []]
-    if any(inv.get("step") == "fxtr.agents.trajectory" for inv in detail["invocations"]):
+    if any(str(inv.get("step")).startswith("fxtr.agents.") for inv in detail["invocations"]):
         from fxtr.agents._report import cell_trajectories
         from fxtr.sandbox import sandbox_views  # a sandbox agent's calls, layers and tree
 

@@ -138,3 +138,14 @@ async def evaluate(
         {"scorer": scorer, "case": case, "response": responses},
         map_over=["model", "case", "sample"],
     )
+
+
+evaluate.input_help = {  # type: ignore[attr-defined]  # read by launch's input check
+    "scorer": (
+        "An eval scores with one scorer: for several, write one eval (test function) per "
+        "scorer, each with its own threshold (test_qa_includes with inputs={'scorer': "
+        "includes()}, test_qa_exact with inputs={'scorer': exact()}); each eval's score "
+        "group, gate and viewer page are its own. With an agent, scorer(FUNCTION) may also "
+        "grade several things into one Score."
+    )
+}
