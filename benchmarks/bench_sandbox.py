@@ -26,8 +26,8 @@ from fxtr.experiment.arrays import Array
 from fxtr.models import ToolMessage
 from fxtr.sandbox import POOL, STARTED, Files, Sandbox, bash, sandbox_check
 from fxtr.sandbox._backend import run
-from fxtr.sandbox._files import PARTS, parse
-from fxtr.sandbox._steps import build, run_call
+from fxtr.sandbox._files import PARTS, manifest_bytes, parse
+from fxtr.sandbox._steps import build, manifest_of, run_call
 
 
 def start_ms(rounds: int = 30) -> tuple[float, float]:
@@ -97,29 +97,34 @@ def capture_ms(rounds: int = 20) -> tuple[float, float]:
     return statistics.median(times), statistics.median(bare)
 
 
-def stored_vs_changed(calls: int = 10) -> tuple[int, int, int]:
-    """Bytes of new file parts a trajectory stored, bytes its calls wrote, manifest bytes."""
+def stored_vs_changed(calls: int = 10) -> tuple[int, int, int, int]:
+    """Bytes of new file parts a trajectory stored, bytes its calls wrote, bytes of the
+    manifests' new nodes it stored, and what its manifests would be stored whole."""
     base = {f"src/m{i}.py": os.urandom(4000).hex() for i in range(200)}
     box = Sandbox(files=Files(base))
 
-    async def go() -> tuple[int, int, int]:
+    async def go() -> tuple[int, int, int, int]:
         tree = (await build(None, box.files, box)).tree
-        stored = changed = manifests = 0
+        stored = changed = manifests = whole = 0
         seen = set(PARTS.pinned) | set(PARTS.recent)
         for i in range(calls):
             cmd = f"head -c 20000 /dev/urandom | base64 > out{i}.txt; echo x{i} >> src/m{i}.py"
             call = ToolCall(id="c", name="bash", arguments={"cmd": cmd})
             out = await run_call(None, bash, call, box.settings(), tree)
             tree = out.tree
+            files = set()
             for _path, value in {**out.layer.added, **out.layer.changed}.items():
                 digest = parse(value)[1]
+                files.add(digest)
                 size = len(PARTS.get(digest) or b"")
                 changed += size
                 if digest not in seen:
                     stored += size
-                    seen.add(digest)
-            manifests += len(PARTS.get(tree) or b"")
-        return stored, changed, manifests
+            new = {d: b for d, b in PARTS.recent.items() if d not in seen}
+            manifests += sum(len(b) for d, b in new.items() if d not in files)
+            seen.update(new)
+            whole += len(manifest_bytes(await manifest_of(None, tree)))
+        return stored, changed, manifests, whole
 
     return asyncio.run(go())
 
@@ -178,10 +183,11 @@ def main() -> None:
         f"layer capture, 30 MB / 1,000 files, 3 changed: {took:6.2f} ms (target <= 10); "
         f"a bare stat-walk {walk:.2f} ms in the same rounds: {took / walk:.2f}x"
     )
-    stored, changed, manifests = stored_vs_changed()
+    stored, changed, manifests, whole = stored_vs_changed()
     print(
         f"one trajectory of 10 calls: stored {stored:,} B of file parts for {changed:,} B "
-        f"changed ({stored / changed:.2f}x) + {manifests:,} B of manifests"
+        f"changed ({stored / changed:.2f}x) + {manifests:,} B of manifest nodes (stored whole, "
+        f"its 10 manifests would be {whole:,} B)"
     )
     cold, warm, started = cached_rerun(args.trajectories, args.calls)
     print(

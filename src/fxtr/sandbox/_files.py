@@ -15,11 +15,12 @@ import json
 import os
 import stat
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from fxtr.experiment.entities import Entity
+from fxtr.store import MissingPartError, Tree, load
 
 FILE = stat.S_IFREG | 0o644
 EXECUTABLE = stat.S_IFREG | 0o755
@@ -45,13 +46,41 @@ def parse(value: str) -> tuple[int, str]:
 
 
 def manifest_bytes(manifest: Mapping[str, str]) -> bytes:
-    """The canonical bytes of a manifest (sorted keys, no spaces)."""
+    """The canonical bytes of a manifest (sorted keys, no spaces): how it was stored whole."""
     return json.dumps(dict(sorted(manifest.items())), separators=(",", ":")).encode()
 
 
+def manifest_parts(manifest: Mapping[str, str]) -> tuple[str, dict[str, bytes]]:
+    """A manifest as a content-addressed tree of parts: its root (the tree's digest), its nodes.
+
+    The tree is a ``fxtr.store.Tree`` of the path-to-entry dict. A call that changes a few
+    files of a large tree makes the few nodes above them; the rest are the previous
+    manifest's, stored once.
+    """
+    return Tree(dict(manifest)).commit()
+
+
 def tree_digest(manifest: Mapping[str, str]) -> str:
-    """The digest of a tree: of its manifest's canonical bytes."""
-    return digest_of(manifest_bytes(manifest))
+    """The digest of a tree: the root of its manifest's tree of parts."""
+    return manifest_parts(manifest)[0]
+
+
+def manifest_from(root: str, fetch: Callable[[list[str]], dict[str, bytes]]) -> Manifest:
+    """The manifest of the tree ``root`` from its parts (``fetch`` reads them by digest).
+
+    A manifest stored whole (one JSON object, before manifests were trees) reads back too.
+
+    Raises:
+        MissingPartError: a part of it is missing.
+    """
+    data = fetch([root]).get(root)
+    if data is None:
+        msg = f"The manifest {root[:12]} of a sandbox tree is not in the store."
+        raise MissingPartError(msg)
+    if data[:1] == b"{":
+        whole: Manifest = json.loads(data)
+        return whole
+    return dict(load(root, fetch))
 
 
 def normal_path(path: str) -> str:

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fxtr.agents._report import TRAJECTORY_STEP, load_trajectory, loose, trajectory_model
+from fxtr.sandbox._files import manifest_from
 
 CALL_STEP = "fxtr.sandbox.call"
 SETUP_STEP = "fxtr.sandbox.setup"
@@ -35,14 +36,10 @@ def _kind(mode: int) -> str:
 
 def read_manifest(store: Any, tree: str) -> dict[str, str] | None:
     """The manifest of the tree ``tree`` from the store's parts (``None`` if it is missing)."""
-    data = store.get_blobs([tree]).get(tree)
-    if data is None:
-        return None
     try:
-        manifest = json.loads(data)
-    except ValueError:
+        return manifest_from(tree, store.get_blobs)
+    except (LookupError, ValueError, TypeError):
         return None
-    return manifest if isinstance(manifest, dict) else None
 
 
 def read_tree(store: Any, tree: str) -> dict[str, bytes]:
