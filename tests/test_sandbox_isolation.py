@@ -215,14 +215,14 @@ def test_python_of_this_test_is_not_the_sandboxes():
 
 @pytest.mark.parametrize("launcher", ["util-linux", "forked child"])
 def test_limits_hold_whichever_way_the_sandbox_process_is_set_up(monkeypatch, launcher):
-    """util-linux's unshare, prlimit and setpriv set up bubblewrap's process (spawned, not a
-    fork of this process); without them a forked child does: the same limits either way."""
+    """util-linux's prlimit and unshare set up bubblewrap's process (spawned, not a fork of
+    this process); without them a forked child does: the same limits either way."""
     from fxtr.sandbox import _backend
 
     if launcher == "forked child":
         monkeypatch.setattr(_backend, "_tools", lambda: None)
     else:
-        assert _backend._tools() is not None, "util-linux's unshare, prlimit, setpriv"
+        assert _backend._tools() is not None, "util-linux's prlimit and unshare"
     out = sh(
         "echo u=$(ulimit -u) f=$(ulimit -f) v=$(ulimit -v) c=$(ulimit -c); "
         "(echo > /dev/tcp/127.0.0.1/80) 2>&1; cat /proc/net/dev",

@@ -176,35 +176,37 @@ def _preexec(limits: Limits, uid: int | None) -> Callable[[], None]:
 
 
 @functools.cache
-def _tools() -> tuple[str, str, str] | None:
-    """util-linux's ``unshare``, ``prlimit`` and ``setpriv``, or None where one is missing."""
-    found = [shutil.which(name) for name in ("unshare", "prlimit", "setpriv")]
-    if None in found:
+def _tools() -> tuple[str, str] | None:
+    """util-linux's ``prlimit`` and ``unshare``, or None where one is missing."""
+    prlimit, unshare = shutil.which("prlimit"), shutil.which("unshare")
+    if prlimit is None or unshare is None:
         return None
-    return found[0] or "", found[1] or "", found[2] or ""
+    return prlimit, unshare
 
 
 def launcher(limits: Limits, uid: int | None) -> list[str] | None:
     """The commands that set up bubblewrap's process before it runs, or None without them.
 
-    What ``_preexec`` does in a forked child, done by util-linux's ``unshare`` (the empty
-    network namespace, as root), ``prlimit`` (the limits) and ``setpriv`` (the workspace's
-    uid), each exec'ing the next: so the sandbox is spawned (``vfork``) rather than the whole
-    Python process forked, which costs tens of milliseconds in a large process.
+    What ``_preexec`` does in a forked child, done by util-linux's ``prlimit`` (the limits)
+    and, as root, ``unshare`` (the empty network namespace, then the workspace's uid with no
+    supplementary group), each exec'ing the next: so the sandbox is spawned (``vfork``)
+    rather than the whole Python process forked, which costs tens of milliseconds in a large
+    process.
     """
     tools = _tools()
     if tools is None:
         return None
-    unshare, prlimit, setpriv = tools
-    out = []
-    if ROOT and not limits.network:
-        out += [unshare, "--net", "--"]
+    prlimit, unshare = tools
     memory = limits.memory_mb * 1024 * 1024
     fsize = limits.file_mb * 1024 * 1024
-    out += [prlimit, f"--as={memory}", f"--fsize={fsize}", "--core=0"]
+    out = [prlimit, f"--as={memory}", f"--fsize={fsize}", "--core=0"]
     if uid is not None:
-        out += [f"--nproc={limits.processes}", "--"]
-        out += [setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups"]
+        out += [f"--nproc={limits.processes}", "--", unshare]
+        if ROOT and not limits.network:
+            out.append("--net")
+        out += [f"--setgid={uid}", f"--setuid={uid}"]
+    elif ROOT and not limits.network:
+        out += ["--", unshare, "--net"]
     return [*out, "--"]
 
 

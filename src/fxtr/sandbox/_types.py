@@ -113,6 +113,8 @@ class Layer(Entity):
 class Command(Entity):
     """One process a call ran: what, and how it ended."""
 
+    __added_fields__ = ("stdout", "stderr")
+
     argv: tuple[str, ...]
     exit_code: int | None = None
     """``None`` when it was killed (timeout, tree limit)."""
