@@ -236,6 +236,8 @@ def scan(
     seen: Stats = {}
     pending = [("", str(root))]
     get_stat, get_known = stats.get, known.get
+    is_dir, is_file, is_link = stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK
+    sized = sizes if sizes is not None else {}
     while pending:  # the hot loop of a call's capture: one lstat a path, no hash if unchanged
         prefix, directory = pending.pop()
         with os.scandir(directory) as it:
@@ -244,24 +246,24 @@ def scan(
                 st = e.stat(follow_symlinks=False)
                 mode = st.st_mode
                 kind = mode & 0o170000
-                if kind == stat.S_IFDIR:
+                if kind == is_dir:
                     manifest[rel] = f"{mode & 0o170777:o}:"
                     pending.append((rel + "/", e.path))
                     continue
-                if kind != stat.S_IFREG and kind != stat.S_IFLNK:
+                if kind != is_file and kind != is_link:
                     continue
                 ctime = st.st_ctime_ns
                 key = (mode, st.st_size, st.st_mtime_ns, ctime, st.st_ino)
-                if sizes is not None:
-                    sizes[rel] = key[1]
-                value = get_known(rel) if get_stat(rel) == key else None
-                if value is None:
-                    data = os.readlink(e.path).encode() if kind == stat.S_IFLNK else _read(e.path)
-                    digest = digest_of(data)
-                    if keep is not None:
-                        keep(digest, data)
-                    value = entry(mode & 0o170777, digest)
-                manifest[rel] = value
+                sized[rel] = key[1]
+                if get_stat(rel) == key and (value := get_known(rel)) is not None:
+                    manifest[rel] = value
+                    seen[rel] = key  # unchanged since a scan that trusted it
+                    continue
+                data = os.readlink(e.path).encode() if kind == is_link else _read(e.path)
+                digest = digest_of(data)
+                if keep is not None:
+                    keep(digest, data)
+                manifest[rel] = entry(mode & 0o170777, digest)
                 if ctime < recent and key[2] < recent:
                     seen[rel] = key
     return manifest, seen
