@@ -200,3 +200,12 @@ def test_a_manifest_stored_whole_reads_back():
         manifest_from(digest_of(data), lambda ds: {d: stored[d] for d in ds if d in stored})
         == manifest
     )
+
+
+def test_a_text_editor_calls_record_names_the_editor_program_without_copying_it():
+    """Each call's record keeps its commands; the editor's 7 KB program is named, not kept."""
+    box = Box()
+    out = box(text_editor, command="view", path="f.txt")
+    (command,) = out.commands
+    assert command.argv == ("python3", "-c", "<fxtr's text_editor program>")
+    assert command.exit_code == 0 and "one" in command.stdout

@@ -209,7 +209,7 @@ def _load(store: Any, text: str | None) -> dict[str, Any] | None:
 def _command(c: Mapping[str, Any]) -> dict[str, Any]:
     argv = [str(a) for a in c.get("argv") or []]
     if len(argv) >= 3 and argv[1] == "-c" and "\n" in argv[2]:
-        argv[2] = "…"  # the editor's program: the tool call's arguments say what it did
+        argv[2] = "…"  # a program (records before the editor was named): the call says what
     return {
         "argv": argv,
         "exit_code": c.get("exit_code"),
