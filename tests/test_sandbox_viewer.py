@@ -128,7 +128,11 @@ def test_each_call_shows_its_command_output_and_layer(ran):
     assert long["cut"] == len(expected) - 2000 and long["stdout"] == expected[:2000].decode()
     (deleted,) = calls[4]["layer"]["files"]
     assert deleted["change"] == "deleted" and deleted["path"] == "README.md"
-    assert deleted["diff"].startswith("--- a/README.md\n+++ /dev/null\n")
+    name = deleted["path"]  # the diff's header names the file as `diff -u` does: a/PATH
+    assert (
+        deleted["diff"]
+        == f"--- a/{name}\n+++ /dev/null\n@@ -1 +0,0 @@\n-A calculator whose add is wrong.\n"
+    )
 
 
 def test_the_final_tree_is_shown_whole(ran):
