@@ -14,6 +14,7 @@ import argparse
 import asyncio
 import os
 import shutil
+import stat
 import statistics
 import tempfile
 import time
@@ -25,29 +26,53 @@ from fxtr.experiment.arrays import Array
 from fxtr.models import ToolMessage
 from fxtr.sandbox import POOL, STARTED, Files, Sandbox, bash, sandbox_check
 from fxtr.sandbox._backend import run
-from fxtr.sandbox._files import PARTS, parse
-from fxtr.sandbox._steps import build, run_call
+from fxtr.sandbox._files import PARTS, manifest_bytes, parse
+from fxtr.sandbox._steps import build, manifest_of, run_call
 
 
-def start_ms(rounds: int = 30) -> float:
-    """Median milliseconds of `true` in a fresh bubblewrap sandbox."""
+def start_ms(rounds: int = 30) -> tuple[float, float]:
+    """Median milliseconds of `true` in a fresh sandbox, and of a bare `bwrap ... true`.
+
+    The two alternate in the same run (the machine's load hits both alike); the bare one is
+    `bwrap --ro-bind / / true` spawned the same way, the least bubblewrap can do.
+    """
     box = Sandbox()
     ws = POOL.new()
-    times = []
+    times: list[float] = []
+    bare: list[float] = []
 
     async def go() -> None:
         for _ in range(rounds):
             t = time.perf_counter()
             await run(ws.path, box.limits(), ["true"], uid=ws.uid)
             times.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            proc = await asyncio.create_subprocess_exec("bwrap", "--ro-bind", "/", "/", "true")
+            await proc.wait()
+            bare.append((time.perf_counter() - t) * 1000)
 
     asyncio.run(go())
     POOL.discard(ws)
-    return statistics.median(times)
+    return statistics.median(times), statistics.median(bare)
 
 
-def capture_ms(rounds: int = 10) -> float:
-    """Median milliseconds to record the layer of a call that changed 3 of 1,000 files."""
+def _walk(root: str) -> int:
+    """The least a capture must do: lstat every path of the tree."""
+    n = 0
+    pending = [root]
+    while pending:
+        with os.scandir(pending.pop()) as it:
+            for e in it:
+                st = e.stat(follow_symlinks=False)
+                n += 1
+                if stat.S_ISDIR(st.st_mode):
+                    pending.append(e.path)
+    return n
+
+
+def capture_ms(rounds: int = 20) -> tuple[float, float]:
+    """Median milliseconds to record the layer of a call that changed 3 of 1,000 files, and
+    of a bare stat-walk of the same tree in the same rounds."""
     rng = os.urandom
     files = {f"d{i // 50}/f{i}.bin": rng(30_000) for i in range(1000)}
     ws = POOL.new()
@@ -55,41 +80,51 @@ def capture_ms(rounds: int = 10) -> float:
     ws.capture()
     time.sleep(0.05)  # past the racy window: the next scan trusts unchanged stats
     ws.capture()
-    times = []
+    times, bare = [], []
     for r in range(rounds):
         for k in range(3):
             (ws.path / f"d{k}/f{k * 50 + r}.bin").write_bytes(rng(30_000))
         time.sleep(0.02)  # a call's own time (a sandbox start is longer)
-        t = time.perf_counter()
-        ws.capture()
-        times.append((time.perf_counter() - t) * 1000)
+        # the first after the pause pays for cold caches: each goes first every other round
+        for which in (0, 1) if r % 2 else (1, 0):
+            t = time.perf_counter()
+            if which:
+                ws.capture()
+            else:
+                _walk(str(ws.path))
+            (times if which else bare).append((time.perf_counter() - t) * 1000)
     POOL.discard(ws)
-    return statistics.median(times)
+    return statistics.median(times), statistics.median(bare)
 
 
-def stored_vs_changed(calls: int = 10) -> tuple[int, int, int]:
-    """Bytes of new file parts a trajectory stored, bytes its calls wrote, manifest bytes."""
+def stored_vs_changed(calls: int = 10) -> tuple[int, int, int, int]:
+    """Bytes of new file parts a trajectory stored, bytes its calls wrote, bytes of the
+    manifests' new nodes it stored, and what its manifests would be stored whole."""
     base = {f"src/m{i}.py": os.urandom(4000).hex() for i in range(200)}
     box = Sandbox(files=Files(base))
 
-    async def go() -> tuple[int, int, int]:
+    async def go() -> tuple[int, int, int, int]:
         tree = (await build(None, box.files, box)).tree
-        stored = changed = manifests = 0
+        stored = changed = manifests = whole = 0
         seen = set(PARTS.pinned) | set(PARTS.recent)
         for i in range(calls):
             cmd = f"head -c 20000 /dev/urandom | base64 > out{i}.txt; echo x{i} >> src/m{i}.py"
             call = ToolCall(id="c", name="bash", arguments={"cmd": cmd})
             out = await run_call(None, bash, call, box.settings(), tree)
             tree = out.tree
+            files = set()
             for _path, value in {**out.layer.added, **out.layer.changed}.items():
                 digest = parse(value)[1]
+                files.add(digest)
                 size = len(PARTS.get(digest) or b"")
                 changed += size
                 if digest not in seen:
                     stored += size
-                    seen.add(digest)
-            manifests += len(PARTS.get(tree) or b"")
-        return stored, changed, manifests
+            new = {d: b for d, b in PARTS.recent.items() if d not in seen}
+            manifests += sum(len(b) for d, b in new.items() if d not in files)
+            seen.update(new)
+            whole += len(manifest_bytes(await manifest_of(None, tree)))
+        return stored, changed, manifests, whole
 
     return asyncio.run(go())
 
@@ -138,12 +173,21 @@ def main() -> None:
     parser.add_argument("--trajectories", type=int, default=100)
     parser.add_argument("--calls", type=int, default=10)
     args = parser.parse_args()
-    print(f"sandbox start (median of 30):            {start_ms():6.1f} ms   (target <= 25)")
-    print(f"layer capture, 30 MB / 1,000 files, 3 changed: {capture_ms():6.2f} ms (target <= 10)")
-    stored, changed, manifests = stored_vs_changed()
+    ours, bare = start_ms()
+    print(
+        f"sandbox start (median of 30): {ours:6.1f} ms (target <= 25); bare `bwrap --ro-bind / "
+        f"/ true` {bare:.1f} ms in the same rounds: {ours / bare:.2f}x"
+    )
+    took, walk = capture_ms()
+    print(
+        f"layer capture, 30 MB / 1,000 files, 3 changed: {took:6.2f} ms (target <= 10); "
+        f"a bare stat-walk {walk:.2f} ms in the same rounds: {took / walk:.2f}x"
+    )
+    stored, changed, manifests, whole = stored_vs_changed()
     print(
         f"one trajectory of 10 calls: stored {stored:,} B of file parts for {changed:,} B "
-        f"changed ({stored / changed:.2f}x) + {manifests:,} B of manifests"
+        f"changed ({stored / changed:.2f}x) + {manifests:,} B of manifest nodes (stored whole, "
+        f"its 10 manifests would be {whole:,} B)"
     )
     cold, warm, started = cached_rerun(args.trajectories, args.calls)
     print(

@@ -19,6 +19,7 @@ def job_summary(store: Any, job_id: str) -> dict[str, Any]:
         "attempt": view.attempt,
         "cost": cost_of_invocations(invocations),
         "agents": _agent_rows(store, invocations),
+        "sandboxes": _sandbox_rows(store, invocations),
     }
 
 
@@ -29,6 +30,15 @@ def _agent_rows(store: Any, invocations: list[dict[str, Any]]) -> list[dict[str,
     from fxtr.agents._report import agent_rows
 
     return agent_rows(store, invocations)
+
+
+def _sandbox_rows(store: Any, invocations: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per model, the sandbox calls that timed out or failed (none without a sandbox)."""
+    if not any(str(inv.get("step")).startswith("fxtr.sandbox.") for inv in invocations):
+        return []
+    from fxtr.sandbox import sandbox_rows
+
+    return sandbox_rows(store, invocations)
 
 
 def report_json(

@@ -240,6 +240,7 @@ def _job_block(tr: Any, job_id: str, info: dict[str, Any], verbose: int) -> None
         headers = ["model", "calls", "in tokens", "out tokens", "cost", "saved by cache"]
         tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
     _agents_block(tr, info.get("agents") or [])
+    _sandboxes_block(tr, info.get("sandboxes") or [])
     _failures_block(tr, invocations, verbose)
     damaged = attempt.get("damaged") or []
     if damaged:
@@ -315,6 +316,28 @@ def _agents_block(tr: Any, rows: list[dict[str, Any]]) -> None:
         for r in rows
     ]
     headers = ["agent model", "trajectories", "turns", "tool calls", "tool errors", "stops"]
+    tr.write_line("")
+    tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
+
+
+def _sandboxes_block(tr: Any, rows: list[dict[str, Any]]) -> None:
+    """Sandbox agents: per model the sandbox calls, timeouts, errors, and the backend."""
+    if not rows:
+        return
+    from tabulate import tabulate
+
+    table = [
+        [
+            short(r["model"], 30),
+            r["calls"],
+            r["timeouts"],
+            r["errors"],
+            r["failed"],
+            ", ".join("local (no isolation)" if b == "local" else b for b in r["backends"]),
+        ]
+        for r in rows
+    ]
+    headers = ["sandbox model", "calls", "timeouts", "errors", "failed to start", "backend"]
     tr.write_line("")
     tr.write_line(tabulate(table, disable_numparse=True, headers=headers))
 

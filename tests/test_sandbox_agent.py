@@ -26,6 +26,7 @@ from fxtr.sandbox import (
     Sandbox,
     SandboxError,
     bash,
+    read_tree,
     sandbox_check,
     text_editor,
 )
@@ -242,16 +243,10 @@ def _final_trees(found: dict) -> dict[str, str]:
 
 def _materialize(store: Path, tree: str, into: Path) -> dict[str, bytes]:
     """The tree's files, written from the store's parts alone."""
-    s = open_store(store)
-    manifest = json.loads(s.get_blobs([tree])[tree])
-    parts = s.get_blobs([v.split(":")[1] for v in manifest.values() if v.split(":")[1]])
-    files = {}
-    for path, value in manifest.items():
-        digest = value.split(":")[1]
-        if digest:
-            files[path] = parts[digest]
-            (into / path).parent.mkdir(parents=True, exist_ok=True)
-            (into / path).write_bytes(parts[digest])
+    files = read_tree(open_store(store), tree)
+    for path, data in files.items():
+        (into / path).parent.mkdir(parents=True, exist_ok=True)
+        (into / path).write_bytes(data)
     return files
 
 

@@ -211,3 +211,27 @@ def test_python_of_this_test_is_not_the_sandboxes():
     out = _run(python, Sandbox(files=Files({})), code="import sys; print(sys.executable)")
     assert out.result.content.strip() == "/usr/bin/python3"
     assert sys.executable  # the host's may be a venv's
+
+
+@pytest.mark.parametrize("launcher", ["util-linux", "forked child"])
+def test_limits_hold_whichever_way_the_sandbox_process_is_set_up(monkeypatch, launcher):
+    """util-linux's prlimit and unshare set up bubblewrap's process (spawned, not a fork of
+    this process); without them a forked child does: the same limits either way."""
+    from fxtr.sandbox import _backend
+
+    if launcher == "forked child":
+        monkeypatch.setattr(_backend, "_tools", lambda: None)
+    else:
+        assert _backend._tools() is not None, "util-linux's prlimit and unshare"
+    out = sh(
+        "echo u=$(ulimit -u) f=$(ulimit -f) v=$(ulimit -v) c=$(ulimit -c); "
+        "(echo > /dev/tcp/127.0.0.1/80) 2>&1; cat /proc/net/dev",
+        processes=33,
+        file_mb=3,
+        memory_mb=700,
+    )
+    text = out.result.content
+    assert f"f={3 * 1024} v={700 * 1024} c=0" in text, text
+    if os.geteuid() == 0:  # the workspace's own uid, bounded; no interface up
+        assert "u=33 " in text and "Network is unreachable" in text, text
+        assert "eth" not in text

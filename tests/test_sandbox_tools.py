@@ -149,3 +149,63 @@ def test_a_call_reruns_on_a_fresh_workspace_to_the_same_tree():
     b = second(bash, cmd="echo new > n.txt; chmod 600 f.txt")
     assert POOL.materialized == materialized + 1
     assert a.tree == b.tree and a.layer == b.layer
+
+
+def _new_parts(before: set[str]) -> dict[str, bytes]:
+    from fxtr.sandbox._files import PARTS
+
+    return {d: b for d, b in PARTS.recent.items() if d not in before}
+
+
+def test_a_call_stores_the_manifest_nodes_above_its_change_not_the_manifest():
+    """On a 1,000-file tree, a call that changes one file stores its bytes and a few KB of
+    manifest nodes (the whole manifest is ~90 KB); the tree reads back whole."""
+    from fxtr.sandbox._files import PARTS, digest_of, manifest_bytes
+
+    files = {f"d{i // 50}/f{i}.txt": f"file {i}\n" for i in range(1000)}
+    box = Box(files)
+    seen = set(PARTS.recent) | set(PARTS.pinned)
+    out = box(bash, cmd="echo changed > d3/f170.txt")
+    new = _new_parts(seen)
+    manifest = asyncio.run(manifest_of(None, out.tree))
+    whole = len(manifest_bytes(manifest))
+    assert digest_of(b"changed\n") in new
+    nodes = sum(len(b) for d, b in new.items() if d != digest_of(b"changed\n"))
+    assert whole > 80_000 and 0 < nodes < whole / 10, (nodes, whole)
+    assert manifest["d3/f170.txt"] == Files({"x": "changed\n"}).manifest["x"]
+    assert len(manifest) == 1000 + 20
+
+
+def test_a_trees_digest_does_not_depend_on_the_calls_that_made_it():
+    """Grown call by call past a node's size and shrunk back, the tree's digest is that of
+    its manifest hashed afresh (and of the same files given at the start)."""
+    box = Box({"a.txt": "a"})
+    box(bash, cmd="for i in $(seq 1 60); do echo $i > f$i.txt; done")
+    out = box(bash, cmd="rm f1*.txt; echo b > a.txt")
+    manifest = asyncio.run(manifest_of(None, out.tree))
+    assert tree_digest(manifest) == out.tree
+    kept = [i for i in range(2, 61) if not str(i).startswith("1")]
+    same = {"a.txt": "b\n", **{f"f{i}.txt": f"{i}\n" for i in kept}}
+    assert Files(same).digest == out.tree
+
+
+def test_a_manifest_stored_whole_reads_back():
+    """Stores written before manifests were trees hold each manifest as one JSON part."""
+    from fxtr.sandbox._files import digest_of, manifest_bytes, manifest_from
+
+    manifest = Files({"a.txt": "a", "d/b.txt": "b"}).manifest
+    data = manifest_bytes(manifest)
+    stored = {digest_of(data): data}
+    assert (
+        manifest_from(digest_of(data), lambda ds: {d: stored[d] for d in ds if d in stored})
+        == manifest
+    )
+
+
+def test_a_text_editor_calls_record_names_the_editor_program_without_copying_it():
+    """Each call's record keeps its commands; the editor's 7 KB program is named, not kept."""
+    box = Box()
+    out = box(text_editor, command="view", path="f.txt")
+    (command,) = out.commands
+    assert command.argv == ("python3", "-c", "<fxtr's text_editor program>")
+    assert command.exit_code == 0 and "one" in command.stdout

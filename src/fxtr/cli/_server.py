@@ -118,8 +118,10 @@ def with_trajectories(store: Store, detail: dict[str, Any], invocations: Any) ->
     addresses = [inv["address"] for inv in detail.get("invocations") or []]
     if any(str(inv.get("step")).startswith("fxtr.agents.") for inv in detail["invocations"]):
         from fxtr.agents._report import cell_trajectories
+        from fxtr.sandbox import sandbox_views  # a sandbox agent's calls, layers and tree
 
         detail["trajectories"] = cell_trajectories(store, addresses, invocations)
+        sandbox_views(store, detail["trajectories"], invocations)
     return detail
 
 

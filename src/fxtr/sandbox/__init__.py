@@ -17,6 +17,7 @@ from fxtr.agents._types import SANDBOX
 from fxtr.sandbox._backend import STARTED, SandboxError
 from fxtr.sandbox._backend import check as check_backend
 from fxtr.sandbox._files import Files
+from fxtr.sandbox._report import read_manifest, read_tree, sandbox_rows, sandbox_views
 from fxtr.sandbox._scorer import (
     SandboxCheck,
     answer_code,
@@ -69,8 +70,12 @@ __all__ = [
     "grade_answer",
     "grade_trajectory",
     "python",
+    "read_manifest",
+    "read_tree",
     "sandbox_call",
     "sandbox_check",
+    "sandbox_rows",
+    "sandbox_views",
     "setup_tree",
     "text_editor",
 ]

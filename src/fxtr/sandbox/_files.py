@@ -15,11 +15,12 @@ import json
 import os
 import stat
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from fxtr.experiment.entities import Entity
+from fxtr.store import MissingPartError, Tree, load
 
 FILE = stat.S_IFREG | 0o644
 EXECUTABLE = stat.S_IFREG | 0o755
@@ -45,13 +46,41 @@ def parse(value: str) -> tuple[int, str]:
 
 
 def manifest_bytes(manifest: Mapping[str, str]) -> bytes:
-    """The canonical bytes of a manifest (sorted keys, no spaces)."""
+    """The canonical bytes of a manifest (sorted keys, no spaces): how it was stored whole."""
     return json.dumps(dict(sorted(manifest.items())), separators=(",", ":")).encode()
 
 
+def manifest_parts(manifest: Mapping[str, str]) -> tuple[str, dict[str, bytes]]:
+    """A manifest as a content-addressed tree of parts: its root (the tree's digest), its nodes.
+
+    The tree is a ``fxtr.store.Tree`` of the path-to-entry dict. A call that changes a few
+    files of a large tree makes the few nodes above them; the rest are the previous
+    manifest's, stored once.
+    """
+    return Tree(dict(manifest)).commit()
+
+
 def tree_digest(manifest: Mapping[str, str]) -> str:
-    """The digest of a tree: of its manifest's canonical bytes."""
-    return digest_of(manifest_bytes(manifest))
+    """The digest of a tree: the root of its manifest's tree of parts."""
+    return manifest_parts(manifest)[0]
+
+
+def manifest_from(root: str, fetch: Callable[[list[str]], dict[str, bytes]]) -> Manifest:
+    """The manifest of the tree ``root`` from its parts (``fetch`` reads them by digest).
+
+    A manifest stored whole (one JSON object, before manifests were trees) reads back too.
+
+    Raises:
+        MissingPartError: a part of it is missing.
+    """
+    data = fetch([root]).get(root)
+    if data is None:
+        msg = f"The manifest {root[:12]} of a sandbox tree is not in the store."
+        raise MissingPartError(msg)
+    if data[:1] == b"{":
+        whole: Manifest = json.loads(data)
+        return whole
+    return dict(load(root, fetch))
 
 
 def normal_path(path: str) -> str:
@@ -202,35 +231,40 @@ def scan(
     whose stat is the same keeps its digest. ``keep(digest, data)`` receives each file read.
     Sockets, pipes and devices are left out (a tree holds files, directories and symlinks).
     """
-    now = time.time_ns()
+    recent = time.time_ns() - RACY_NS
     manifest: dict[str, str] = {}
     seen: Stats = {}
     pending = [("", str(root))]
-    while pending:
+    get_stat, get_known = stats.get, known.get
+    is_dir, is_file, is_link = stat.S_IFDIR, stat.S_IFREG, stat.S_IFLNK
+    sized = sizes if sizes is not None else {}
+    while pending:  # the hot loop of a call's capture: one lstat a path, no hash if unchanged
         prefix, directory = pending.pop()
         with os.scandir(directory) as it:
             for e in it:
                 rel = prefix + e.name
                 st = e.stat(follow_symlinks=False)
                 mode = st.st_mode
-                if stat.S_ISDIR(mode):
-                    manifest[rel] = entry(mode & 0o170777, "")
+                kind = mode & 0o170000
+                if kind == is_dir:
+                    manifest[rel] = f"{mode & 0o170777:o}:"
                     pending.append((rel + "/", e.path))
                     continue
-                if not (stat.S_ISREG(mode) or stat.S_ISLNK(mode)):
+                if kind != is_file and kind != is_link:
                     continue
-                key = (mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-                if sizes is not None:
-                    sizes[rel] = st.st_size
-                if stats.get(rel) == key and rel in known:
-                    manifest[rel] = known[rel]
-                else:
-                    data = os.readlink(e.path).encode() if stat.S_ISLNK(mode) else _read(e.path)
-                    digest = digest_of(data)
-                    if keep is not None:
-                        keep(digest, data)
-                    manifest[rel] = entry(mode & 0o170777, digest)
-                if max(st.st_ctime_ns, st.st_mtime_ns) < now - RACY_NS:
+                ctime = st.st_ctime_ns
+                key = (mode, st.st_size, st.st_mtime_ns, ctime, st.st_ino)
+                sized[rel] = key[1]
+                if get_stat(rel) == key and (value := get_known(rel)) is not None:
+                    manifest[rel] = value
+                    seen[rel] = key  # unchanged since a scan that trusted it
+                    continue
+                data = os.readlink(e.path).encode() if kind == is_link else _read(e.path)
+                digest = digest_of(data)
+                if keep is not None:
+                    keep(digest, data)
+                manifest[rel] = entry(mode & 0o170777, digest)
+                if ctime < recent and key[2] < recent:
                     seen[rel] = key
     return manifest, seen
 

@@ -99,7 +99,7 @@ async def run_check(
     """Run the check's command on ``tree`` (after writing ``write`` into it)."""
     check_backend(box.backend)
     ws = await acquire(context, tree)
-    before = ws.manifest
+    before = dict(ws.manifest)
     try:
         for path, data in (write or {}).items():
             full = ws.path / path

@@ -20,8 +20,14 @@ class SandboxSession:
         self.workspace = workspace
         self.commands: list[Command] = []
 
-    async def exec(self, argv: list[str], *, stdin: bytes | None = None) -> Output:
-        """Run ``argv``; its output, exit code, and whether it timed out or was stopped."""
+    async def exec(
+        self, argv: list[str], *, stdin: bytes | None = None, shown: list[str] | None = None
+    ) -> Output:
+        """Run ``argv``; its output, exit code, and whether it timed out or was stopped.
+
+        ``shown`` is what the record keeps of ``argv`` (a tool's own program, named rather
+        than copied into every call's record).
+        """
         limit = self.settings.tree_mb * 1024 * 1024
         ws = self.workspace
 
@@ -36,12 +42,14 @@ class SandboxSession:
         )
         self.commands.append(
             Command(
-                argv=tuple(argv),
+                argv=tuple(argv if shown is None else shown),
                 exit_code=out.exit_code,
                 timed_out=out.timed_out,
                 stopped=out.stopped,
                 cut=out.dropped,
                 seconds=out.seconds,
+                stdout=out.stdout.decode(errors="replace"),
+                stderr=out.stderr.decode(errors="replace"),
             )
         )
         return out

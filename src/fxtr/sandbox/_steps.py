@@ -9,18 +9,18 @@ cached result never names a part the store lacks).
 from __future__ import annotations
 
 import inspect
-import json
 import time
 from collections.abc import Iterable, Mapping
 
 from fxtr.agents import Tool, ToolCall, ToolResult
 from fxtr.experiment.steps import StepContext, step
 from fxtr.sandbox._backend import SandboxError, run
-from fxtr.sandbox._files import PARTS, Files, Manifest, parse
+from fxtr.sandbox._files import PARTS, Files, Manifest, manifest_from, parse
 from fxtr.sandbox._session import SandboxSession
 from fxtr.sandbox._tools import CommandFailedError
 from fxtr.sandbox._types import Built, CallOutcome, Layer, Sandbox
 from fxtr.sandbox._workspace import POOL, Workspace, manifest_part
+from fxtr.store import MissingPartError
 
 SETUP_TIMEOUT = 1800.0
 """Seconds a setup command may run (it installs things, with the network)."""
@@ -55,10 +55,26 @@ async def parts_of(context: StepContext | None, digests: Iterable[str]) -> dict[
 
 
 async def manifest_of(context: StepContext | None, tree: str) -> Manifest:
-    """The manifest of the tree ``tree``."""
-    data = (await parts_of(context, [tree]))[tree]
-    manifest: Manifest = json.loads(data)
-    return manifest
+    """The manifest of the tree ``tree`` (its parts: this process's, else the store's).
+
+    Raises:
+        MissingPartsError: a part of it is nowhere.
+    """
+    missing: list[str] = []
+
+    def fetch(digests: list[str]) -> dict[str, bytes]:
+        found = {d: data for d in digests if (data := PARTS.get(d)) is not None}
+        missing.extend(d for d in digests if d not in found)
+        return found
+
+    while True:  # the tree's levels, one read of the store each
+        missing.clear()
+        try:
+            return manifest_from(tree, fetch)
+        except MissingPartError:
+            if not missing:
+                raise
+            await parts_of(context, missing)  # raises MissingPartsError when the store lacks one
 
 
 def _file_digests(manifest: Mapping[str, str]) -> list[str]:
@@ -99,8 +115,8 @@ def record(
     """Queue the new files' bytes and the new manifest as parts of the step's result."""
     new = {parse(v)[1] for v in (*layer.added.values(), *layer.changed.values())}
     parts = {d: data for d, data in read.items() if d in new}
-    digest, data = manifest_part(ws.manifest)
-    parts[digest] = data
+    parts.update(ws.nodes)  # the manifest's new nodes (the unchanged ones are stored)
+    ws.nodes = {}
     for d, b in parts.items():
         PARTS.add(d, b)
     if context is not None:
@@ -114,9 +130,10 @@ async def build(context: StepContext | None, files: Files, box: Sandbox) -> Buil
         SandboxError: the sandbox cannot start, or a setup command fails (its output says why).
     """
     parts = await parts_of(context, _file_digests(files.manifest))
-    digest, data = manifest_part(files.manifest)
-    PARTS.add(digest, data)
-    queued = {**parts, digest: data}
+    digest, nodes = manifest_part(files.manifest)
+    for d, data in nodes.items():
+        PARTS.add(d, data)
+    queued = {**parts, **nodes}
     output = []
     if not box.setup:
         if context is not None:
@@ -168,7 +185,7 @@ async def run_call(
         SandboxError: the sandbox could not start (a failure of the machine, never cached).
     """
     ws = await acquire(context, tree)
-    before = ws.manifest
+    before = dict(ws.manifest)
     session = SandboxSession(box, ws)
     arguments = {k: v for k, v in call.arguments.items() if k != "sandbox"}
     started = time.perf_counter()

@@ -96,5 +96,9 @@ async def text_editor(
         "insert_line": insert_line,
         "workdir": sandbox.settings.workdir,
     }
-    out = await sandbox.exec(["python3", "-c", EDITOR], stdin=json.dumps(arguments).encode())
+    out = await sandbox.exec(
+        ["python3", "-c", EDITOR],
+        stdin=json.dumps(arguments).encode(),
+        shown=["python3", "-c", "<fxtr's text_editor program>"],
+    )
     return _reply(sandbox, sandbox.text(out, exit_line=False))

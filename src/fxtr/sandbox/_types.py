@@ -113,6 +113,8 @@ class Layer(Entity):
 class Command(Entity):
     """One process a call ran: what, and how it ended."""
 
+    __added_fields__ = ("stdout", "stderr")
+
     argv: tuple[str, ...]
     exit_code: int | None = None
     """``None`` when it was killed (timeout, tree limit)."""
@@ -122,6 +124,10 @@ class Command(Entity):
     cut: int = 0
     """Bytes of output past ``output_limit``, not returned."""
     seconds: float = 0.0
+    stdout: str = ""
+    """Its standard output, as kept (up to ``output_limit`` bytes; for the viewer)."""
+    stderr: str = ""
+    """Its standard error, as kept."""
 
 
 class CallOutcome(Entity):

@@ -22,7 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from fxtr.sandbox._backend import ROOT
-from fxtr.sandbox._files import Manifest, Stats, manifest_bytes, parse, scan, tree_digest
+from fxtr.sandbox._files import Manifest, Stats, manifest_parts, parse, scan
+from fxtr.store import Tree
 
 IDLE_LIMIT = 64
 """Idle workspaces kept at most; the least recently used is removed first."""
@@ -36,10 +37,19 @@ class Workspace:
     def __init__(self, path: Path, uid: int | None) -> None:
         self.path = path
         self.uid = uid
-        self.manifest: Manifest = {}
+        self.tree = Tree({})
+        """The manifest as a tree of parts (its nodes' digests kept, so a capture hashes
+        only the nodes above what changed)."""
         self.stats: Stats = {}
         self.sizes: dict[str, int] = {}
-        self.digest = tree_digest({})
+        self.digest, self.nodes = self.tree.commit()
+        """The tree's digest, and its manifest's nodes not yet handed to a step to store."""
+
+    @property
+    def manifest(self) -> Manifest:
+        """The manifest of the tree the directory holds (changed in place by a capture)."""
+        value: Manifest = self.tree.value
+        return value
 
     @property
     def size(self) -> int:
@@ -77,19 +87,27 @@ class Workspace:
                 self.sizes[path] = len(data)
             if self.uid is not None:
                 os.lchown(full, self.uid, self.uid)
-        self.manifest = dict(target)
-        self.digest = tree_digest(self.manifest)
+        self.tree = Tree(dict(target))
+        self.digest, nodes = self.tree.commit()
+        self.nodes.update(nodes)
         self.stats = {}  # what was written is hashed at the next scan
 
     def capture(self) -> tuple[Manifest, dict[str, bytes]]:
         """Scan the directory: its manifest now, and the bytes of each file read to hash it."""
         read: dict[str, bytes] = {}
         sizes: dict[str, int] = {}
+        current = self.manifest
         manifest, self.stats = scan(
-            self.path, self.manifest, self.stats, keep=read.__setitem__, sizes=sizes
+            self.path, current, self.stats, keep=read.__setitem__, sizes=sizes
         )
-        self.manifest, self.sizes = manifest, sizes
-        self.digest = tree_digest(manifest)
+        for path in [p for p in current if p not in manifest]:
+            del current[path]
+        for path, value in manifest.items():
+            if current.get(path) != value:
+                current[path] = value
+        self.sizes = sizes
+        self.digest, nodes = self.tree.commit()
+        self.nodes.update(nodes)
         return manifest, read
 
 
@@ -171,7 +189,6 @@ class Pool:
 POOL = Pool()
 
 
-def manifest_part(manifest: Mapping[str, str]) -> tuple[str, bytes]:
-    """A manifest as a part: its digest (the tree's) and bytes."""
-    data = manifest_bytes(manifest)
-    return tree_digest(manifest), data
+def manifest_part(manifest: Mapping[str, str]) -> tuple[str, dict[str, bytes]]:
+    """A manifest as parts: its digest (the tree's) and its nodes."""
+    return manifest_parts(manifest)
