@@ -190,9 +190,8 @@ def call_for(
     ``extra_chars`` are characters the request would hold beyond its text (a forecast answer
     the prompt quotes).
     """
-    from fxtr.models._budget import estimate_call
-
     from fxtr.evals._models import pricing_api
+    from fxtr.models._budget import estimate_call
 
     known = history.call(step, model.model, model.name, role)
     if known is not None and known.usd is not None:
