@@ -657,7 +657,8 @@ def test_two_processes_writing_other_fingerprints_at_the_same_addresses_lose_no_
 
 
 def test_a_damaged_kept_entry_is_never_served(location):
-    """A kept entry that fails its checksum is no hit: reviewed, and replaced when it reruns."""
+    """A kept entry that fails its checksum is no hit: the address held those inputs, so it is
+    recomputed (no review, issue 36 item 12), and the damaged entry is replaced."""
     from tests.test_cache_keep import ADDRESS, wf
 
     run(wf, {"text": "alpha"}, store=location)
@@ -682,8 +683,8 @@ def test_a_damaged_kept_entry_is_never_served(location):
             )
     # history lists what it can read: the damaged entry is skipped (issue 28), never served
     assert open_store(location).history(ADDRESS) == []
-    assert run(wf, {"text": "alpha"}, store=location).status == "needs_review"
-    again = run(wf, {"text": "alpha"}, store=location, conflict="overwrite")
+    again = run(wf, {"text": "alpha"}, store=location)
+    assert again.status == "succeeded"
     assert again.output.item() == "ALPHA" and not again.invocations[0].from_cache
     (kept,) = open_store(location).history(ADDRESS)  # beta; the damaged one is gone
     assert json.loads(kept["result"]) == "BETA"
