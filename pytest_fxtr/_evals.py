@@ -280,6 +280,21 @@ def resume_key(ev: Eval, inputs: dict[str, Any]) -> str:
     return f"pytest:{ev.nodeid}:{input_fingerprint(inputs)}"
 
 
+def pytest_origin(ev: Eval) -> dict[str, Any] | None:
+    """Where pytest imported the eval from: `fxtr resume` collects that file the same way."""
+    if not ev.items:
+        return None
+    item = ev.items[0]
+    config = item.config
+    return {
+        "kind": "pytest",
+        "nodeid": ev.nodeid,
+        "file": str(item.path),
+        "rootdir": str(config.rootpath),
+        "dir": str(config.invocation_params.dir),
+    }
+
+
 def run_job(
     ev: Eval,
     settings: Any,
@@ -316,7 +331,10 @@ def run_job(
         else:
             job_id = job_id_for(run_id, ev)
             store.set_last_job(key, job_id)
-            coro = launch(ev.workflow, inputs, job_id=job_id, root=ev.root, **options)
+            origin = pytest_origin(ev)
+            coro = launch(
+                ev.workflow, inputs, job_id=job_id, root=ev.root, origin=origin, **options
+            )
         from pytest_fxtr._cost import within_cost_controls
 
         ev.job = loop.run(within_cost_controls(coro, settings, loop, store))

@@ -151,9 +151,12 @@ async def run_tool(context: StepContext, tool: Tool, call: ToolCall, env: Any) -
     returned to the model like any result, and the trajectory goes on.
 
     Raises:
+        LookupError: the tool's function cannot be imported in this process: the machine's
+            fault, not the model's, so the invocation fails and nothing is cached.
         TypeError: the tool returned a value that cannot be sent to the model, or left an
             environment that cannot be stored (a bug to fix, not the model's doing).
     """
+    fn = tool.fn  # outside the try below: an import failure is never the tool's answer
     if isinstance(env, BoundID):
         env = await context.load(env)
     state = decode_text(encode_text(env)) if env is not None else None  # never the caller's
@@ -162,7 +165,7 @@ async def run_tool(context: StepContext, tool: Tool, call: ToolCall, env: Any) -
         arguments["env"] = state
     started = time.perf_counter()
     try:
-        value = tool.fn(**arguments)
+        value = fn(**arguments)
         if inspect.isawaitable(value):
             value = await value
     except Exception as exc:  # the model sees the error and may try again

@@ -75,7 +75,7 @@ def import_path(path: str, what: str) -> Any:
     """The object at ``module:qualname``, or a ``LookupError`` naming it and the fix."""
     module, _, qualname = path.partition(":")
     try:
-        obj: Any = importlib.import_module(module)
+        obj: Any = _module(module)
         for part in qualname.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
@@ -85,6 +85,15 @@ def import_path(path: str, what: str) -> Any:
         )
         raise LookupError(msg) from None
     return obj
+
+
+def _module(name: str) -> Any:
+    """The module ``name``; ``__main__`` is the launching script when a resume loaded it."""
+    if name == "__main__":
+        from fxtr.experiment._origin import main_module
+
+        return main_module()
+    return importlib.import_module(name)
 
 
 def path_of(fn: Callable[..., Any], what: str) -> str:

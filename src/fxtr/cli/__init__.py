@@ -264,6 +264,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
     store = _store(args)
     job_id = _job(store, args.job).job_id
     sys.path.insert(0, str(Path.cwd()))
+    origin = store.get_job(job_id).get("origin") or {}
+    if origin.get("kind") == "pytest":
+        from fxtr.cli._jobs import import_as_pytest
+
+        import_as_pytest(origin, CommandError)
     try:
         result = asyncio.run(
             resume(

@@ -26,6 +26,7 @@ from fxtr.experiment._job_inputs import (
     prepare_inputs,
     root_kwargs,
 )
+from fxtr.experiment._origin import load_origin, script_origin
 from fxtr.experiment._records import Invocation, StoredRecords, WorkflowRun
 from fxtr.experiment._types import is_entity_type
 from fxtr.store import Store, open_store
@@ -361,6 +362,7 @@ async def launch(
     run_tag: str | None = None,
     root: str | None = None,
     cache_keep: int = DEFAULT_KEEP,
+    origin: Mapping[str, Any] | None = None,
 ) -> JobResult:
     """Run a job: one root workflow over its inputs.
 
@@ -386,6 +388,9 @@ async def launch(
             entries. Kept in the job record; ``resume`` uses it.
         cache_keep: entries each address keeps, one per fingerprint (default 20): a run
             whose inputs match any of them is served from it.
+        origin: where the job was launched from, kept in its record so another process
+            can import what it names (the plugin passes pytest's; default: the script
+            run as ``python job.py``, when there is one).
 
     Returns:
         The attempt's ``JobResult``; failures of steps are in it, not raised.
@@ -416,6 +421,8 @@ async def launch(
         "cwd": str(Path.cwd()),
         "attempts": [],
     }
+    if joined is None and (found := dict(origin) if origin else script_origin()):
+        record["origin"] = found
     if run_tag is not None:
         record.setdefault("run_tag", run_tag)
     return await _attempt(
@@ -465,6 +472,8 @@ async def resume(
     _check_options(conflict, concurrency, cache_keep)
     st = _open(store)
     record = st.get_job(job_id)
+    if workflow is None:
+        load_origin(record)
     wf = workflow or find_workflow(record["workflow_path"], record.get("workflow_file"))
     recorded_root = record.get("root") or wf.name
     if root is not None and check_root(root) != recorded_root:
