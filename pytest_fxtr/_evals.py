@@ -327,9 +327,10 @@ def run_job(
         }
         last = store.get_last_job(key) if settings.resume else None
         if last is not None and store.has_job(last):
+            ev.job_id = last  # known before it runs: an interrupted run still names it
             coro = resume(last, workflow=ev.workflow, **options)
         else:
-            job_id = job_id_for(run_id, ev)
+            job_id = ev.job_id = job_id_for(run_id, ev)
             store.set_last_job(key, job_id)
             origin = pytest_origin(ev)
             coro = launch(

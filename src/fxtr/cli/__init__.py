@@ -212,6 +212,10 @@ def cmd_show(args: argparse.Namespace) -> int:
             walk(n["id"], prefix + ("   " if last else "│  "))
 
     walk(None, "")
+    from fxtr.report._names import interrupted_lines
+
+    for text in interrupted_lines(view.record):
+        print(text)
     _print_evaluation(view.record)
     failed = [  # from the status index: the succeeded records are not read
         inv

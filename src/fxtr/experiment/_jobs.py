@@ -284,7 +284,10 @@ async def _attempt(
     except BaseException as exc:
         if isinstance(exc, StoreOutage):
             raise  # nothing can be written; the record says the attempt started: resumable
-        info.update(status="error", ended_at=time.time(), error=f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+            _interrupted(info, run, exc)
+        else:
+            info.update(status="error", ended_at=time.time(), error=f"{type(exc).__name__}: {exc}")
         if run.damaged:
             info["damaged"] = list(run.damaged)
         if run.ops:
@@ -325,6 +328,28 @@ async def _attempt(
         missing=missing,
         damaged=list(run.damaged),
     )
+
+
+def _interrupted(info: dict[str, Any], run: Run, exc: BaseException) -> None:
+    """Record an attempt stopped from outside (Ctrl-C, a cancelled task) as ``interrupted``.
+
+    The invocations that were running are kept on the attempt (``in_flight``), and each
+    workflow with one of them under it is ``interrupted``, not ``succeeded``: its body had
+    scheduled everything, but its results were not all in. A resume runs what is missing.
+    """
+    cause = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else "the run was cancelled"
+    info.update(
+        status="interrupted",
+        ended_at=time.time(),
+        error=f"interrupted ({cause}) with {len(run.in_flight)} invocation(s) running",
+        in_flight=list(run.in_flight),
+    )
+    for workflow in run.workflows.values():
+        below = workflow.address + "/"
+        if workflow.status == "running" or (
+            workflow.status == "succeeded" and any(a.startswith(below) for a in run.in_flight)
+        ):
+            workflow.status = "interrupted"
 
 
 def _joined_record(store: Store, job_id: str, run_tag: str | None) -> dict[str, Any] | None:

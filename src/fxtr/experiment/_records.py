@@ -230,7 +230,7 @@ class WorkflowRun:
 
     address: str
     workflow: str
-    status: Literal["running", "succeeded", "skipped", "failed"] = "running"
+    status: Literal["running", "succeeded", "skipped", "failed", "interrupted"] = "running"
     error: str | None = None
     started_at: float | None = None
     ended_at: float | None = None
