@@ -501,6 +501,7 @@ class Run:
                 f"{expected.describe()!r}. Fix the annotation or what it returns."
             )
             raise SignatureError(msg)
+        record.result = node.label
         record.status = "succeeded"
         return node
 

@@ -237,6 +237,8 @@ class WorkflowRun:
     logs: list[str] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
     """Hermeticity notices from the body (files read, environment consulted)."""
+    result: str | None = None
+    """The label of the handle the body returned: the operation that makes its result."""
 
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON-able dict."""
