@@ -80,13 +80,18 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _launch(folder: Path) -> subprocess.CompletedProcess[str]:
+    """`python job.py` in its folder, case b's scorer down."""
+    command = [sys.executable, "job.py"]
+    return subprocess.run(
+        command, cwd=folder, capture_output=True, text=True, timeout=120, env=_env(FAIL="b")
+    )
+
+
 def test_a_script_job_resumes_from_its_script_without_its_main_block(tmp_path):
     """`python job.py` fails one case; `fxtr resume` from elsewhere finishes the job."""
     folder = _project(tmp_path)
-    launched = subprocess.run(
-        [sys.executable, "job.py"], cwd=folder, capture_output=True, text=True, timeout=120,
-        env=_env(FAIL="b"),
-    )  # fmt: skip
+    launched = _launch(folder)
     assert launched.returncode == 0, launched.stderr
     job_id, status = launched.stdout.split()
     assert status == "failed"
@@ -108,10 +113,7 @@ def test_a_script_job_resumes_from_its_script_without_its_main_block(tmp_path):
 
 def test_a_script_whose_file_is_gone_is_a_clear_error(tmp_path):
     folder = _project(tmp_path)
-    launched = subprocess.run(
-        [sys.executable, "job.py"], cwd=folder, capture_output=True, text=True, timeout=120,
-        env=_env(FAIL="b"),
-    )  # fmt: skip
+    launched = _launch(folder)
     job_id = launched.stdout.split()[0]
     (folder / "job.py").rename(folder / "moved.py")
     resumed = fxtr_cmd(tmp_path, "resume", job_id, "--store", str(folder / ".fxtr"), env=_env())
