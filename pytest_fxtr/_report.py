@@ -38,20 +38,12 @@ def report_json(
 
     The cells make a report file usable as a baseline (``--fxtr-baseline report.json``).
     """
-    from fxtr.report import job_report
+    from fxtr.report._export import report_entry
 
     by_job = {e["job_id"]: e for e in evaluations if e.get("job_id")}
-    out = []
-    for job_id, info in jobs.items():
-        evaluation = by_job.get(job_id)
-        entry = job_report(info["view"], evaluation["groups"] if evaluation else [])
-        if evaluation is not None:
-            entry["eval"] = evaluation["eval"]
-            entry["gate"] = evaluation["gate"]
-            entry["baseline"] = evaluation["baseline"]
-            entry["cells"] = evaluation["cells"]
-        out.append(entry)
-    return {"jobs": out}
+    return {
+        "jobs": [report_entry(info["view"], by_job.get(job_id)) for job_id, info in jobs.items()]
+    }
 
 
 def write_report(path: Path, document: dict[str, Any]) -> None:

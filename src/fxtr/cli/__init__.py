@@ -327,11 +327,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from fxtr.report import job_report
+    from fxtr.report._export import export_entry
 
     store = _store(args)
     try:
-        document = {"jobs": [job_report(_job(store, job)) for job in args.job]}
+        document = {"jobs": [export_entry(_job(store, job)) for job in args.job]}
     except ValueError as exc:  # invocation records damaged on disk (read when needed)
         raise CommandError(str(exc)) from None
     if args.output:
