@@ -405,6 +405,7 @@ def slice_for(
         ``(full key, value)`` cells it covers, and a failure message or ``None``.
     """
     from fxtr import Array
+    from fxtr.report._redaction import escape_controls
 
     keys = item_keys(ev, item)
     job = ev.job
@@ -429,7 +430,8 @@ def slice_for(
             related, key=lambda i: ("failed", "needs_review", "skipped").index(i.status)
         ):
             reason = f" [{inv.reason}]" if inv.reason else ""
-            lines.append(f"  {inv.status}{reason}: step {inv.step!r} at {inv.address}: {inv.error}")
+            error = escape_controls(str(inv.error))  # one line: an error's text is not output
+            lines.append(f"  {inv.status}{reason}: step {inv.step!r} at {inv.address}: {error}")
         if not related:
             lines.append(f"  cause: {gone[0][1]}")
         return None, [], "\n".join(lines)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fxtr.report import format_usd
-from fxtr.report._redaction import RedactingStream, redacted_json
+from fxtr.report._redaction import RedactingStream, escape_controls, redacted_json
 from fxtr.store import Store, StoreError, is_url, open_store
 
 __all__ = ["main"]
@@ -225,14 +225,16 @@ def cmd_show(args: argparse.Namespace) -> int:
     if failed:
         print("\nfailures:")
         for inv in failed if args.verbose else failed[:20]:
-            print(f"  {inv['address']}: {inv.get('reason') or inv['status']}: {inv.get('error')}")
+            error = escape_controls(str(inv.get("error")))  # one line, no escape codes
+            address = escape_controls(inv["address"])
+            print(f"  {address}: {inv.get('reason') or inv['status']}: {error}")
         if len(failed) > 20 and not args.verbose:
             print(f"  … {len(failed) - 20} more (-v lists all)")
     if args.verbose:  # every address, as `fxtr cache history ADDRESS` takes them
         print("\ninvocations:")
         for address, inv in sorted(view.invocations.items()):
             cached = " (cached)" if inv.get("from_cache") else ""
-            print(f"  {inv['status']}{cached} {address}")
+            print(f"  {inv['status']}{cached} {escape_controls(address)}")
     return 0
 
 
