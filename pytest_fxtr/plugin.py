@@ -542,7 +542,7 @@ def _junit_properties(config: pytest.Config, state: State) -> None:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """The ``fxtr summary`` section, printed once, on the controller."""
     state = config.stash[STATE]
-    if not state.worker:
+    if not state.worker and exitstatus == pytest.ExitCode.INTERRUPTED:  # Ctrl-C
         _interrupted(_Redacting(terminalreporter), state)
     if state.worker or not state.payloads:
         return
