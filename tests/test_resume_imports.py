@@ -78,6 +78,36 @@ def test_a_tool_that_cannot_be_imported_fails_the_step_and_caches_nothing(tmp_pa
     assert fixed.output.to_dict()[calc.name]["a"][0].value == 1.0
 
 
+def test_an_environment_or_mock_that_cannot_be_imported_fails_and_caches_nothing(tmp_path):
+    """The environment function's module is gone, or the mock was never registered in this
+    process: the step raises (its invocation fails), nothing is cached for it, and nothing
+    downstream runs on a made-up value."""
+    from fxtr.evals import Model
+
+    cases = [Case(id="a", input="2+3", target="5")]
+    stepper = ex.STEPPER
+    agent = Agent(tools=(ex.bump,), env="no_such_env_module:counter_env", env_code="0" * 64)
+    inputs = {
+        "model": Array.from_mapping({stepper.name: stepper}, dims=["model"]),
+        "case": Array.from_mapping({c.id: c for c in cases}, dims=["case"]),
+        "scorer": includes(),
+        "agent": agent,
+    }
+    no_env = fxtr.run(evaluate, inputs, store=tmp_path / "env")
+    (env,) = [i for i in no_env.invocations if i.step == "fxtr.agents.env"]
+    assert env.status == "failed" and "no_such_env_module" in (env.error or "")
+    assert no_env.store.get_entry(env.address) is None
+    assert not [i for i in no_env.invocations if i.step == "fxtr.agents.turn"]
+    ghost = Model("mock/never-registered-here")
+    inputs = {**inputs, "agent": Agent(tools=(ex.add,)), "model": Array.from_mapping(
+        {ghost.name: ghost}, dims=["model"])}  # fmt: skip
+    no_mock = fxtr.run(evaluate, inputs, store=tmp_path / "mock")
+    (turn,) = [i for i in no_mock.invocations if i.step == "fxtr.agents.turn"]
+    assert turn.status == "failed" and "not a registered mock model" in (turn.error or "")
+    assert no_mock.store.get_entry(turn.address) is None
+    assert not [i for i in no_mock.invocations if i.step == "fxtr.agents.tool"]
+
+
 # --- `fxtr resume` of a job pytest launched -------------------------------------------------
 
 AGENT_EVAL = textwrap.dedent(
