@@ -64,6 +64,15 @@ def jobs_table(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
     return str(tabulate(table, headers=headers, disable_numparse=True))
 
 
+class _InThisProcess:
+    """Collect in this process: pytest-xdist (``-n`` in the ini's addopts) starts no workers."""
+
+    def pytest_cmdline_main(self, config: Any) -> None:
+        if getattr(config.option, "numprocesses", None):
+            config.option.numprocesses = 0
+            config.option.dist = "no"
+
+
 def import_as_pytest(origin: dict[str, Any], error: type[Exception]) -> None:
     """Import an eval as the pytest run that launched its job did, before resuming it.
 
@@ -96,7 +105,7 @@ def import_as_pytest(origin: dict[str, Any], error: type[Exception]) -> None:
     try:
         os.chdir(there if os.path.isdir(there) else rootdir)
         with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
-            code = pytest.main(args)
+            code = pytest.main(args, plugins=[_InThisProcess()])
     finally:
         os.chdir(here)
     if code != 0:
