@@ -146,3 +146,23 @@ def test_a_step_fed_by_a_child_workflow_depends_on_the_steps_that_made_its_resul
     assert sorted(depends["job.evaluate/summarize/mean"]) == [
         f"job.evaluate/score[case={c}]" for c in ("a", "b", "c")
     ]
+
+
+def test_a_script_without_a_main_block_is_refused_not_run_again(tmp_path):
+    """Loading a script whose launch is at its top level would launch again: refused."""
+    folder = _project(tmp_path)
+    script = folder / "job.py"
+    guarded = 'if __name__ == "__main__":\n'
+    text = script.read_text()
+    head, _, block = text.partition(guarded)
+    script.write_text(head + textwrap.dedent(block))  # the launch at the top level
+    launched = _launch(folder)
+    assert launched.returncode == 0, launched.stderr
+    job_id = launched.stdout.split()[0]
+    resumed = fxtr_cmd(tmp_path, "resume", job_id, "--store", str(folder / ".fxtr"), env=_env())
+    assert resumed.returncode == 1
+    assert "if __name__" in resumed.stderr and "Put the launch under that block" in resumed.stderr
+    assert (folder / "main_ran.txt").read_text() == "ran\n"  # not launched a second time
+    from fxtr.store import open_store
+
+    assert len(list(open_store(folder / ".fxtr").iter_jobs())) == 1

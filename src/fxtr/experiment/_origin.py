@@ -78,7 +78,31 @@ def load_script(path: str) -> ModuleType:
     if not os.path.isfile(path):
         msg = f"the script {path} that launched the job is gone"
         raise ImportError(msg)
+    if not _guarded(path):
+        msg = (
+            f"the script {path} has no `if __name__ == \"__main__\":` block, so loading it "
+            "would run its launch again. Put the launch under that block"
+        )
+        raise ImportError(msg)
     return load_file(SCRIPT_MODULE, path)
+
+
+def _guarded(path: str) -> bool:
+    """Whether the script has a top-level ``if __name__ == "__main__":`` block."""
+    import ast
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return True  # loading it reports the problem in its own words
+    for node in tree.body:
+        test = node.test if isinstance(node, ast.If) else None
+        if isinstance(test, ast.Compare) and len(test.comparators) == 1:
+            sides = {ast.unparse(test.left), ast.unparse(test.comparators[0])}
+            if sides in ({"__name__", "'__main__'"}, {"__name__", '"__main__"'}):
+                return True
+    return False
 
 
 def load_file(name: str, path: str) -> ModuleType:
