@@ -166,3 +166,64 @@ def test_a_script_without_a_main_block_is_refused_not_run_again(tmp_path):
     from fxtr.store import open_store
 
     assert len(list(open_store(folder / ".fxtr").iter_jobs())) == 1
+
+
+AGENT_JOB = textwrap.dedent(
+    '''
+    import os
+    from fxtr import run
+    from fxtr.agents import Agent, tool, tool_call
+    from fxtr.evals import Case, evaluate, includes, register_mock, user_text
+    from fxtr.experiment.arrays import Array
+    from fxtr.models import ToolMessage
+
+    @tool
+    def add(a: float, b: float) -> float:
+        """Add two numbers."""
+        if os.environ.get("FAIL") == str(int(a)):
+            raise SystemExit("the machine went away")  # not the tool's answer: the step fails
+        return a + b
+
+    def calc(request):
+        if isinstance(request.context[-1], ToolMessage):
+            return "It is " + request.context[-1].results[0].content
+        a, b = user_text(request).split("+")
+        return tool_call("add", a=float(a), b=float(b))
+
+    MODEL = register_mock("script-calc", calc)
+    CASES = [Case(id=f"c{k}", input=f"{k}+1", target=f"{k + 1}.0") for k in range(3)]
+
+    if __name__ == "__main__":
+        inputs = {
+            "model": Array.from_mapping({MODEL.name: MODEL}, dims=["model"]),
+            "case": Array.from_mapping({c.id: c for c in CASES}, dims=["case"]),
+            "scorer": includes(),
+            "agent": Agent(tools=(add,)),
+        }
+        result = run(evaluate, inputs)
+        print(result.job_id, result.status)
+    '''
+)
+
+
+def test_an_agent_script_resumes_with_its_tools_and_mocks(tmp_path):
+    """Tools at `__main__:add` and a mock registered by the script: `fxtr resume` elsewhere
+    loads the script and finishes the job with them (the failed case answered right)."""
+    folder = tmp_path / "agent"
+    folder.mkdir()
+    (folder / "agent_job.py").write_text(AGENT_JOB)
+    command = [sys.executable, "agent_job.py"]
+    launched = subprocess.run(
+        command, cwd=folder, capture_output=True, text=True, timeout=120, env=_env(FAIL="1")
+    )
+    assert launched.returncode == 0, launched.stderr
+    job_id, status = launched.stdout.split()
+    assert status == "failed"
+    store = str(folder / ".fxtr")
+    resumed = fxtr_cmd(tmp_path, "resume", job_id, "--store", store, env=_env())
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "attempt 2 · succeeded" in resumed.stdout
+    from fxtr.store import open_store
+
+    entries = [e.result for a, e in open_store(store).iter_entries() if "/tool[" in a]
+    assert len(entries) == 3 and not [e for e in entries if "Error" in e]

@@ -133,8 +133,21 @@ def main_module() -> ModuleType | None:
     return sys.modules.get(SCRIPT_MODULE) or sys.modules.get("__main__")
 
 
+def _names_main(record: dict[str, Any]) -> bool:
+    """Whether the job may name something only its launching script makes.
+
+    The root workflow or a tool, environment or scorer among its inputs at ``__main__:NAME``
+    (the inputs' canonical text holds their import paths), or a ``mock/NAME`` model, which
+    exists in a process once the script (or a module it imports) registers it.
+    """
+    if str(record.get("workflow_path", "")).startswith("__main__:"):
+        return True
+    inputs = record.get("inputs") or {}
+    return any("__main__:" in str(text) or '"mock/' in str(text) for text in inputs.values())
+
+
 def load_origin(record: dict[str, Any]) -> None:
-    """Load the script a job was launched from, when it was one (before resolving paths).
+    """Load the script a job was launched from, when the job names something in it.
 
     Raises:
         LookupError: the script is gone or fails to load, naming it and the fix.
@@ -142,6 +155,8 @@ def load_origin(record: dict[str, Any]) -> None:
     origin = record.get("origin") or {}
     if origin.get("kind") != "script" or not origin.get("script"):
         return
+    if not _names_main(record):
+        return  # everything the job names imports by its module's name
     try:
         load_script(str(origin["script"]))
     except Exception as exc:
