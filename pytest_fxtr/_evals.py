@@ -36,6 +36,8 @@ class Eval:
     error: BaseException | None = None
     """What stopped the job (a bad signature, a nondeterministic workflow)."""
     job_id: str | None = None
+    started_job: str | None = None
+    """The job this run launched or resumed, set before it runs (a Ctrl-C notice names it)."""
     index: dict[tuple[Any, ...], list[tuple[tuple[Any, ...], Any]]] | None = None
     """The output's cells by item, built once per job."""
     reported: bool = False
@@ -327,10 +329,10 @@ def run_job(
         }
         last = store.get_last_job(key) if settings.resume else None
         if last is not None and store.has_job(last):
-            ev.job_id = last  # known before it runs: an interrupted run still names it
+            ev.started_job = last  # known before it runs: an interrupted run still names it
             coro = resume(last, workflow=ev.workflow, **options)
         else:
-            job_id = ev.job_id = job_id_for(run_id, ev)
+            job_id = ev.started_job = job_id_for(run_id, ev)
             store.set_last_job(key, job_id)
             origin = pytest_origin(ev)
             coro = launch(

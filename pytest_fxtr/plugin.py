@@ -573,7 +573,7 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
 
 def _interrupted(tr: Any, state: State) -> None:
     """Each eval whose job a Ctrl-C interrupted: its name, what ran, the resume command."""
-    ids = [ev.job_id for ev in state.evals.values() if ev.job_id]
+    ids = [ev.started_job for ev in state.evals.values() if ev.started_job]
     if not ids:
         return
     from fxtr.report._names import interrupted_lines, job_title
