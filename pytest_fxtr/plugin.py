@@ -543,7 +543,10 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     """The ``fxtr summary`` section, printed once, on the controller."""
     state = config.stash[STATE]
     if not state.worker and exitstatus == pytest.ExitCode.INTERRUPTED:  # Ctrl-C
-        _interrupted(_Redacting(terminalreporter), state)
+        from pytest_fxtr._report import write_interrupted
+
+        started = [ev.started_job for ev in state.evals.values() if ev.started_job]
+        write_interrupted(_Redacting(terminalreporter), state.settings.store, started)
     if state.worker or not state.payloads:
         return
     from pytest_fxtr._summary import render
@@ -569,27 +572,6 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         config.getoption("verbose"),
         budget=state.budget,
     )
-
-
-def _interrupted(tr: Any, state: State) -> None:
-    """Each eval whose job a Ctrl-C interrupted: its name, what ran, the resume command."""
-    ids = [ev.started_job for ev in state.evals.values() if ev.started_job]
-    if not ids:
-        return
-    from fxtr.report._names import interrupted_lines, job_title
-    from fxtr.store import open_store
-
-    try:
-        store = open_store(state.settings.store)
-        records = [store.get_job(job_id) for job_id in ids if store.has_job(job_id)]
-    except Exception:  # the store's own failure was reported where it happened
-        return
-    for record in records:
-        lines = interrupted_lines(record)
-        if lines:
-            tr.write_line(f"fxtr: {job_title(record)} · job {record['job_id']}", yellow=True)
-            for text in lines:
-                tr.write_line(f"  {text}", yellow=True)
 
 
 class _Redacting:
