@@ -207,3 +207,47 @@ def item_payload(ev: Eval, fail_under: float | None) -> dict[str, Any] | None:
         "at": time.time(),
         "evaluation": evaluation_payload(ev, fail_under),
     }
+
+
+def attach_outcomes(payload: dict[str, Any], outcomes: list[dict[str, Any]]) -> None:
+    """Give each cell its items' pytest outcome (``passed``, ``failed``, ``skipped``).
+
+    A cell whose results are not scores says what the test judged of them; a cell several
+    items feed is ``failed`` when one failed. Matched by the cell's keys, once per item.
+    """
+    dims = [*(payload.get("group_dims") or []), *(payload.get("case_dims") or [])]
+    rank = {"passed": 0, "skipped": 1, "failed": 2}
+    by_key: dict[tuple[Any, ...], str] = {}
+    for record in outcomes:
+        keys, outcome = record.get("keys") or {}, str(record.get("outcome"))
+        key = tuple(keys.get(d) for d in dims)
+        held = by_key.get(key)
+        if held is None or rank.get(outcome, 0) > rank.get(held, 0):
+            by_key[key] = outcome
+    for cell in payload.get("cells") or []:
+        keys = {**(cell.get("group") or {}), **(cell.get("case") or {})}
+        found = by_key.get(tuple(keys.get(d) for d in dims))
+        if found is not None:
+            cell["outcome"] = found
+
+
+def note_outcome(state: Any, item: pytest.Item, report: pytest.TestReport) -> None:
+    """Keep an eval item's outcome (its call's, or its setup's when it failed).
+
+    For ``attach_outcomes``: in ``state.outcomes``, or (an xdist worker) as a property of
+    the teardown report, which carries it to the controller.
+    """
+    if report.when == "teardown" or (report.when == "setup" and report.passed):
+        return
+    ev = state.evals.get(item.nodeid.split("[", 1)[0])
+    if ev is None:
+        return
+    try:
+        keys = item_keys(ev, item)
+    except pytest.UsageError:
+        return
+    record = {"eval": ev.nodeid, "keys": keys, "outcome": report.outcome}
+    if state.worker:
+        item.user_properties.append(("fxtr-outcome", json.dumps(record)))
+    else:
+        state.outcomes.append(record)

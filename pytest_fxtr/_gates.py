@@ -155,6 +155,9 @@ def evaluate(payload: dict[str, Any], baseline: Baseline | None, margin: float) 
         from fxtr.evals._audit import apply_judge
 
         notes.extend(apply_judge(groups, payload["judge"], threshold))
+    for g in groups:
+        if g.get("passed") and spans_range(g):
+            g["passed"] = False  # nothing was measured: no gate passes on it (DESIGN §15)
     base: dict[str, Any] | None = None
     if baseline is not None and baseline.cells is not None:
         if baseline.job_id == payload.get("job_id"):
@@ -185,6 +188,20 @@ def evaluate(payload: dict[str, Any], baseline: Baseline | None, margin: float) 
     ]
     gate = {"passed": not failed and not regressed, "failed": failed, "regressed": regressed}
     return _evaluation(payload, cells, groups, gate, base, threshold, notes)
+
+
+def spans_range(group: dict[str, Any]) -> bool:
+    """Whether the interval the gate used spans the whole range the score can take.
+
+    The interval is the corrected one when the gate used the corrected value (a calibrated
+    judge), else the raw one; a group without a known range or an interval spans nothing.
+    """
+    span = group.get("range")
+    used = group.get("corrected") if group.get("gated_on") == "corrected" else group
+    if not span or not isinstance(used, dict):
+        return False
+    low, high = used.get("low"), used.get("high")
+    return low is not None and high is not None and low <= span[0] and high >= span[1]
 
 
 def unscored(payload: dict[str, Any], error: Exception) -> dict[str, Any]:

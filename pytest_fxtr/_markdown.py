@@ -14,6 +14,7 @@ from pytest_fxtr._summary import (
     _flips,
     _gate,
     _signed,
+    corrected_note,
     cost_rows,
     describe,
     failure_lines,
@@ -24,6 +25,7 @@ from pytest_fxtr._summary import (
     judge_lines,
     num,
     pass_at_lines,
+    review_lines,
     usd,
 )
 
@@ -58,7 +60,7 @@ def markdown(jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]])
                     f"{g.get('n')} | {g.get('missing')} | {num(g.get('threshold'))} | "
                     f"{_gate(g)} |"
                 )
-            out.append("")
+            out.extend([*("\\" + _md(line) for line in corrected_note(e["groups"])), ""])
         compared = [g for g in e["groups"] if g.get("baseline")]
         if compared:
             out.append(f"Baseline: job `{compared[0]['baseline'].get('job_id')}`")
@@ -85,6 +87,9 @@ def markdown(jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]])
                 out.append(f"- {_md(line)}")
         for note in e["notes"]:
             out.append(f"- {_md(note)}")
+        review = [i for i in (info or {}).get("invocations", ()) if i["status"] == "needs_review"]
+        for i, line in enumerate(review_lines(review)):
+            out.append(f"- **{_md(line)}**" if i == 0 else f"- {_md(line)}")
         if info is not None:
             costs = cost_rows(info["invocations"])
             if costs:

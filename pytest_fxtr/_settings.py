@@ -54,6 +54,8 @@ class Settings:
     """``--fxtr-cache-keep``: entries each address keeps, one per fingerprint."""
     explain_misses: bool = False
     """``--fxtr-explain-misses``: say per step why the invocations that ran were not cached."""
+    conflict_from_ci: bool = False
+    """The conflict policy is ``overwrite`` because ``CI=true`` and nobody asked for one."""
 
     def _where(self) -> str:
         if isinstance(self.store, str):
@@ -69,7 +71,7 @@ class Settings:
         """The one header line."""
         parts = [
             f"cache={self._where()}",
-            f"conflicts={self.conflict}",
+            f"conflicts={self.conflict}" + (" (CI=true)" if self.conflict_from_ci else ""),
             f"verify={'on' if self.verify else 'off'}",
             f"concurrency={self.concurrency}",
         ]
@@ -114,7 +116,8 @@ def add_options(parser: pytest.Parser) -> None:
         "--fxtr-cache-conflict",
         default=None,
         metavar="POLICY",
-        help="review (default) or overwrite cached results computed from other inputs or code",
+        help="review or overwrite cached results computed from other inputs or code (default: "
+        "review; overwrite under CI=true, the old entries kept)",
     )
     group.addoption(
         "--fxtr-no-verify",
@@ -329,7 +332,7 @@ def resolve(config: pytest.Config) -> Settings:
         pytest.UsageError: listing every bad value and the valid choices.
     """
     problems: list[str] = []
-    conflict = _pick(config, "cache_conflict") or "review"
+    conflict = _pick(config, "cache_conflict") or ("overwrite" if in_ci() else "review")
     if conflict not in CONFLICTS:
         problems.append(
             f"{conflict!r} is not a valid fxtr cache conflict policy. Valid policies: "
@@ -414,7 +417,17 @@ def resolve(config: pytest.Config) -> Settings:
         batch_delay=batch_delay,
         cache_keep=cache_keep,
         explain_misses=bool(_pick(config, "explain_misses")),
+        conflict_from_ci=not _pick(config, "cache_conflict") and in_ci(),
     )
+
+
+def in_ci() -> bool:
+    """Whether this run is a CI's (``CI=true``, as GitHub Actions and most CIs set it).
+
+    There nobody is there to review, and a pull request exists to change inputs: the
+    default conflict policy is ``overwrite`` (DESIGN §13; the old entries stay kept).
+    """
+    return os.environ.get("CI", "").strip().lower() in ("true", "1", "yes")
 
 
 def _check_otel(problems: list[str]) -> None:
@@ -428,7 +441,8 @@ def _check_otel(problems: list[str]) -> None:
             found = False
         if not found:
             problems.append(
-                f"--fxtr-otel needs {module}, which is not installed: pip install 'pytest-fxtr[otel]'."
+                f"--fxtr-otel needs {module}, which is not installed: "
+                "pip install 'pytest-fxtr[otel]'."
             )
             return
 

@@ -88,7 +88,7 @@ def cost_total(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "output_tokens": sum(r["output_tokens"] for r in rows),
         "usd": sum(r["usd"] for r in priced) if priced else None,
         "saved_usd": sum(r["saved_usd"] for r in priced) if priced else None,
-        "unpriced": sum(r["unpriced_calls"] for r in rows),
+        "unpriced": sum(r["unpriced_calls"] or r["usd"] is None for r in rows),
     }
 
 
@@ -341,15 +341,45 @@ def _failures_block(tr: Any, invocations: list[dict[str, Any]], verbose: int) ->
     if verbose > 0:
         for inv in failed + review:
             tr.write_line(f"  {inv['status']} {inv['address']}: {inv.get('error')}")
-    if review:
-        tr.write_line("  cached results came from other inputs or code; rerun with")
-        tr.write_line("  --fxtr-cache-conflict=overwrite to replace them")
+    for line in review_lines(review):
+        for part in wrapped(f"  {line}"):
+            tr.write_line(part)
+
+
+def review_lines(review: list[dict[str, Any]]) -> list[str]:
+    """What invocations left in review mean and the way out (the terminal and the Markdown)."""
+    import shlex
+
+    if not review:
+        return []
+    return [
+        f"{len(review)} invocation(s) in review: the store holds results computed from other "
+        "inputs or code at their addresses, so their cases are missing and nothing was "
+        f"compared for them; `fxtr cache why {shlex.quote(review[0]['address'])}` says what "
+        "changed.",
+        "Rerun with --fxtr-cache-conflict=overwrite to run them (the old results stay kept: "
+        "`fxtr cache history ADDRESS`, `fxtr cache restore`); under CI=true that is the "
+        "default unless review is asked for.",
+    ]
 
 
 def _gate(g: dict[str, Any]) -> str:
+    """``pass``/``FAIL``, with the value gated on when it was a judge's corrected one."""
     if g.get("threshold") is None:
         return "-"
-    return "pass" if g.get("passed") else "FAIL"
+    verdict = "pass" if g.get("passed") else "FAIL"
+    return verdict + "*" if g.get("gated_on") == "corrected" else verdict
+
+
+CORRECTED_NOTE = "* gated on the judge's corrected value, not the mean (the judge line gives it)"
+"""Said under a scores table whose gate column marks a group gated on its corrected value."""
+
+
+def corrected_note(groups: list[dict[str, Any]]) -> list[str]:
+    """``[CORRECTED_NOTE]`` when a group was gated on its corrected value, else ``[]``."""
+    gated = any(g.get("gated_on") == "corrected" and g.get("threshold") is not None
+                for g in groups)
+    return [CORRECTED_NOTE] if gated else []
 
 
 def _scores_block(tr: Any, evaluation: dict[str, Any]) -> None:
@@ -371,7 +401,8 @@ def _scores_block(tr: Any, evaluation: dict[str, Any]) -> None:
         ]
         headers = ["group", "mean", "95% CI", "interval", "n", "missing", "threshold", "gate"]
         tr.write_line(fit_table(table, headers))
-    for line in pass_at_lines(groups) + flaky_lines(groups) + judge_lines(groups):
+    lines = corrected_note(groups) + pass_at_lines(groups) + flaky_lines(groups)
+    for line in lines + judge_lines(groups):
         tr.write_line(line)
     compared = [g for g in groups if g.get("baseline")]
     if compared:
@@ -397,7 +428,17 @@ def _scores_block(tr: Any, evaluation: dict[str, Any]) -> None:
         for line in flipped_lines(compared):
             tr.write_line(line)
     for note in evaluation["notes"]:
-        tr.write_line(short(f"fxtr: {note}", WIDTH))
+        for line in wrapped(f"fxtr: {note}"):
+            tr.write_line(line)
+
+
+def wrapped(text: str) -> list[str]:
+    """A line of the summary wrapped at its width onto indented lines; nothing is cut."""
+    import textwrap
+
+    return textwrap.wrap(
+        text.replace("\n", " "), WIDTH, subsequent_indent="    ", break_on_hyphens=False
+    )
 
 
 def fit_table(table: list[list[Any]], headers: list[str]) -> str:
@@ -487,42 +528,21 @@ def pass_at_lines(groups: list[dict[str, Any]]) -> list[str]:
 
 
 def judge_lines(groups: list[dict[str, Any]], width: int | None = WIDTH) -> list[str]:
-    """Per judged group: the raw and corrected means, the judge's q0, q1, flips, position bias.
+    """Per judged group: raw and corrected means, q0, q1, flips, position bias (wrapped).
 
-    DESIGN §15; the figures are ``group["judge"]`` and ``group["corrected"]`` of the report.
+    DESIGN §15; ``fxtr.report``'s formatter, which ``fxtr show`` prints too.
     """
-    lines = []
-    for g in groups:
-        judge = g.get("judge")
-        if not isinstance(judge, dict):
-            continue
-        parts = []
-        corrected = g.get("corrected")
-        if corrected:
-            parts.append(
-                f"raw {num(g.get('mean'))} -> corrected {num(corrected.get('value'))} "
-                f"{interval(corrected.get('low'), corrected.get('high'))}"
-            )
-        elif judge.get("usable") is False:
-            parts.append(f"raw {num(g.get('mean'))}, judge unusable: not corrected")
-        for name in ("q0", "q1"):
-            rate = judge.get(name)
-            if rate:
-                parts.append(
-                    f"{name} {num(rate.get('value'))} {interval(rate.get('low'), rate.get('high'))}"
-                    f" n={rate.get('n')}"
-                )
-        if judge.get("flip_rate") is not None:
-            parts.append(f"flip rate {num(judge['flip_rate'])}")
-        if judge.get("position_inconsistency") is not None:
-            parts.append(f"position inconsistency {num(judge['position_inconsistency'])}")
-        text = f"judge ({describe(g['group'])}): " + "; ".join(parts)
-        lines.append(short(text, width) if width else text)
-    return lines
+    from fxtr.report import judge_lines as lines_of
+
+    return lines_of(groups, width)
 
 
 def failure_lines(evaluations: list[dict[str, Any]]) -> list[str]:
-    """Why the run fails on scores: every missed gate and every regression, one line each."""
+    """Why the run fails on scores: every missed gate and every regression, one line each.
+
+    A failed gate's line gives each reason that failed it, and the value the gate used with
+    its own interval (the corrected value with the corrected interval, for a judge).
+    """
     lines: list[str] = []
     for e in evaluations:
         if not e["gate"]["passed"] and not e["groups"]:
@@ -531,9 +551,10 @@ def failure_lines(evaluations: list[dict[str, Any]]) -> list[str]:
             )
         for g in e["groups"]:
             if g.get("passed") is False:
+                used = g["corrected"] if g.get("gated_on") == "corrected" else g
                 lines.append(
                     f"fxtr: score gate failed for {e['eval']} ({describe(g['group'])}): "
-                    f"{_why(g)}; 95% CI {interval(g.get('low'), g.get('high'))}, "
+                    f"{_why(g)}; 95% CI {interval(used.get('low'), used.get('high'))}, "
                     f"n={g.get('n')}, missing={g.get('missing')}"
                 )
         for g in e["groups"]:
@@ -550,20 +571,35 @@ def failure_lines(evaluations: list[dict[str, Any]]) -> list[str]:
 
 
 def _why(g: dict[str, Any]) -> str:
+    """Each reason a group's gate failed (DESIGN §15).
+
+    Missing cases, the value under the threshold, an interval that spans the whole range,
+    the judge that was unusable.
+    """
+    from pytest_fxtr._gates import spans_range
+
     parts = [f"{g['missing']} case(s) missing"] if g.get("missing") else []
+    if g.get("incomplete"):
+        parts.append(f"{g['incomplete']} case(s) with samples missing")
     mean, threshold = g.get("mean"), g.get("threshold")
-    corrected = (g.get("corrected") or {}).get("value")
-    if corrected is not None:  # a calibrated judge: the gate used the corrected value
-        below = threshold is not None and corrected < threshold
-        relation = " <" if below else ","
-        parts.append(
-            f"corrected {num(corrected)}{relation} threshold {num(threshold)} (raw {num(mean)})"
-        )
-        return ", ".join(parts)
-    if mean is None:
+    corrected = g.get("corrected") if g.get("gated_on") == "corrected" else None
+    value = corrected.get("value") if corrected else mean
+    used = f"corrected {num(value)}" if corrected else f"mean {num(value)}"
+    raw = f" (raw {num(mean)})" if corrected else ""
+    below = value is not None and threshold is not None and value < threshold
+    if value is None:
         parts.append(f"no value (threshold {num(threshold)})")
-    elif threshold is not None and mean < threshold:
-        parts.append(f"mean {num(mean)} < threshold {num(threshold)}")
-    else:
-        parts.append(f"mean {num(mean)}, threshold {num(threshold)}")
+    elif below:
+        parts.append(f"{used} < threshold {num(threshold)}{raw}")
+    if spans_range(g):
+        low, high = g.get("range") or (0.0, 1.0)
+        more = "more cases or gold cases" if corrected else "more cases"
+        parts.append(
+            ("its" if below else f"{used}: its") + " interval spans the whole range of the "
+            f"score [{num(low)}, {num(high)}], so nothing was measured ({more})"
+        )
+    if (g.get("judge") or {}).get("usable") is False:
+        parts.append("judge unusable (not clearly better than chance): gated on the raw mean")
+    if all(part.startswith("judge unusable") for part in parts):
+        parts.insert(0, f"{used}, threshold {num(threshold)}{raw}")
     return ", ".join(parts)

@@ -35,6 +35,8 @@ class State:
     """Per eval, its ``Baseline`` (or why there is none), found before the jobs run."""
     evaluations: list[Any] = dataclasses.field(default_factory=list)
     """The gated evaluations, one per eval (built at the end, on the controller)."""
+    outcomes: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    """Each eval item's pytest outcome with its keys (the viewer shows it on an unscored cell)."""
     loop: Any = None
     """The event loop the run's jobs share (started with the first eval)."""
     otel_warning: str | None = None
@@ -157,6 +159,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
             if terminal_safe(text) != text:  # an error's text: no escape codes, no ::commands
                 report.longrepr = redact_objects(report.longrepr, terminal_safe)
         report.sections = redact_objects(report.sections)
+        from pytest_fxtr._cells import note_outcome
+
+        note_outcome(item.config.stash[STATE], item, report)
     return report
 
 
@@ -427,6 +432,8 @@ class _Reports:
                 state.payloads.append(json.loads(str(value)))
                 if not state.worker:
                     _header(self.config, state)
+            elif name == "fxtr-outcome" and not state.worker:
+                state.outcomes.append(json.loads(str(value)))
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -443,6 +450,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if state.worker or not state.payloads:
         return
     from fxtr.store import open_store
+    from pytest_fxtr._cells import attach_outcomes
     from pytest_fxtr._gates import evaluate, merge_payloads, store_evaluation, unscored
     from pytest_fxtr._markdown import write_markdown
     from pytest_fxtr._report import job_summary, report_json, write_report
@@ -450,6 +458,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     settings = state.settings
     store = open_store(settings.store)
     for nodeid, payload in merge_payloads(state.payloads).items():
+        attach_outcomes(payload, [o for o in state.outcomes if o.get("eval") == nodeid])
         try:
             evaluation = evaluate(payload, state.baselines.get(nodeid), settings.baseline_margin)
         except ValueError as exc:  # a score the statistics refuse (say, an infinite one)

@@ -23,6 +23,13 @@ def _isolated_store(tmp_path, monkeypatch):
     yield
 
 
+@pytest.fixture(autouse=True)
+def _not_in_ci(monkeypatch):
+    """The runs a test starts behave as on a developer's machine, whatever CI this suite runs
+    under: ``CI=true`` changes the plugin's defaults (DESIGN §13). Tests of CI set it back."""
+    monkeypatch.delenv("CI", raising=False)
+
+
 def pytest_report_header(config):
     """The browser tests' versions: Playwright and Debian's Chromium."""
     import shutil

@@ -295,7 +295,7 @@ def test_limits_end_a_trajectory_gracefully_and_it_is_still_scored(tmp_path, lim
 @tool
 def slow_add(a: float, b: float) -> float:
     """Add slowly."""
-    time.sleep(0.05)
+    time.sleep(0.2)
     return a + b
 
 
@@ -306,7 +306,7 @@ def _forever_slow(request: ModelRequest) -> object:
 def test_time_limit_counts_tool_time(tmp_path):
     """time_limit counts the recorded seconds of model and tool calls."""
     mock = register_mock("agent-forever-slow", _forever_slow)
-    agent = Agent(tools=(slow_add,), time_limit=0.12)
+    agent = Agent(tools=(slow_add,), time_limit=0.5)  # 0.2 s a call: about 3 turns
     result = fxtr.run(
         evaluate,
         _inputs(agent, [mock], [Case(id="x", input="go")], scorer(_stop_facts)),

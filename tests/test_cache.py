@@ -168,6 +168,55 @@ def test_version_bump_reruns_without_review_and_keeps_history():
     assert len(open_store(".fxtr").history(address)) == 1
 
 
+@step(name="t.versioned", version="1")
+async def versioned_v1(context: StepContext, x: int) -> int:
+    return x + 1
+
+
+@step(name="t.versioned", version="1")
+async def versioned_v1_refactored(context: StepContext, x: int) -> int:
+    one = 1  # a refactor that keeps the results: the version says so
+    return x + one
+
+
+@step(name="t.versioned", version="2")
+async def versioned_v2(context: StepContext, x: int) -> int:
+    return x + 10
+
+
+def test_a_refactor_that_keeps_the_version_keeps_the_cache():
+    """With version=, the version stands for the code in the fingerprint (DESIGN §1): a
+    changed body under the same version is served from the cache, no review; a new version
+    recomputes on purpose, without review."""
+    assert versioned_v1.source_hash != versioned_v1_refactored.source_hash
+    assert run(_drift_workflow(versioned_v1), {"x": 1}).output.item() == 2
+    again = run(_drift_workflow(versioned_v1_refactored), {"x": 1})
+    assert again.status == "succeeded" and again.invocations[0].from_cache
+    bumped = run(_drift_workflow(versioned_v2), {"x": 1})
+    assert bumped.status == "succeeded" and not bumped.invocations[0].from_cache
+    assert bumped.output.item() == 11
+
+
+def test_an_entry_of_a_versioned_step_written_with_its_source_in_the_fingerprint_is_served():
+    """A store written before the version stood for the code (the fingerprint then hashed the
+    source too) serves the same version and inputs, instead of sending them to review."""
+    import hashlib
+
+    from fxtr.store import Batch, CacheEntry
+
+    first = run(_drift_workflow(versioned_v1), {"x": 1})
+    store = open_store(".fxtr")
+    entry = store.get_entry("t.drift/s")
+    old_fp = hashlib.sha256(b"as an earlier fxtr computed it").hexdigest()
+    old = CacheEntry(old_fp, entry.version, entry.result, entry.usage, entry.meta, code=entry.code)
+    store.clear_cache()  # the address holds only the entry written the old way
+    store.write(Batch(entries={"t.drift/s": old.to_text()}))
+    store.close()
+    assert first.output.item() == 2
+    again = run(_drift_workflow(versioned_v1_refactored), {"x": 1})
+    assert again.status == "succeeded" and again.invocations[0].from_cache
+
+
 RACE_SCRIPT = textwrap.dedent(
     """
     import asyncio, os, sys, time

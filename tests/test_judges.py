@@ -259,8 +259,9 @@ def test_judged(model, case, result):
 ANSWERS = {f"q{i}": a for i, a in enumerate(
     ["Paris"] * 5 + ["Sure: Rome"] * 3 + ["Rome"] * 2
 )}
-# gold: 6 positives all passed (q1 = 1); 6 negatives of which 2 confident (q0 = 4/6)
-GOLD_ROWS = [("Paris", 1)] * 6 + [("Sure: Lyon", 0)] * 2 + [("Lyon", 0)] * 4
+# gold: 12 positives all passed (q1 = 1); 12 negatives of which 4 confident (q0 = 8/12); the
+# Wilson lower bounds sum to 1.148 > 1: usable (with 6 and 6 they would sum to 0.910)
+GOLD_ROWS = [("Paris", 1)] * 12 + [("Sure: Lyon", 0)] * 4 + [("Lyon", 0)] * 8
 
 
 def _project(pytester, threshold, inverted=False):
@@ -286,16 +287,16 @@ def test_the_report_gives_q0_q1_and_the_corrected_value_which_the_gate_uses(pyte
     _project(pytester, threshold=0.7)
     result, group = _run(pytester)
     judge = group["judge"]
-    # independent: the judge's verdicts follow from its rules; q0 = 4/6, q1 = 6/6
-    assert judge["q0"]["n"] == 6 and judge["q0"]["value"] == pytest.approx(4 / 6)
-    assert judge["q1"]["n"] == 6 and judge["q1"]["value"] == 1.0
-    wilson = proportion_ci(4, 6)
+    # independent: the judge's verdicts follow from its rules; q0 = 8/12, q1 = 12/12
+    assert judge["q0"]["n"] == 12 and judge["q0"]["value"] == pytest.approx(8 / 12)
+    assert judge["q1"]["n"] == 12 and judge["q1"]["value"] == 1.0
+    wilson = proportion_ci(8, 12)
     assert (judge["q0"]["low"], judge["q0"]["high"]) == pytest.approx((wilson.low, wilson.high))
     assert judge["usable"] is True and judge["flip_rate"] is None
     assert judge["position_inconsistency"] is None
     assert group["mean"] == pytest.approx(0.8)  # raw: 5 right + 3 fooled of 10
     theta = (0.8 + 4 / 6 - 1) / (4 / 6 + 1 - 1)
-    var = (0.8 * 0.2 / 10 + (1 - theta) ** 2 * (4 / 6) * (2 / 6) / 6) / (4 / 6) ** 2
+    var = (0.8 * 0.2 / 10 + (1 - theta) ** 2 * (4 / 6) * (2 / 6) / 12) / (4 / 6) ** 2
     corrected = group["corrected"]
     assert corrected["value"] == pytest.approx(theta) == pytest.approx(0.7)
     assert corrected["stderr"] == pytest.approx(math.sqrt(var))
@@ -322,7 +323,7 @@ def test_an_unusable_judge_is_reported_and_gated_on_the_raw_mean(pytester):
     assert judge["q0"]["value"] + judge["q1"]["value"] <= 1
     assert judge["usable"] is False and group["corrected"] is None
     assert group["passed"] is True  # raw mean 0.2 >= 0.1: the raw gate
-    result.stdout.fnmatch_lines(["*judge pj-judge is unusable*gated on the raw mean*"])
+    result.stdout.fnmatch_lines(["*judge pj-judge is unusable*", "*gated on the raw mean*"])
     assert "unusable" in (pytester.path / "summary.md").read_text()
 
 
@@ -359,8 +360,14 @@ def test_the_audit_reads_flips_and_position_inconsistency_from_the_judge_steps()
     notes = apply_judge(groups, audit, 0.4)
     assert groups[0]["judge"]["flip_rate"] == 0.5
     assert groups[0]["judge"]["q1"]["value"] == 0.5 and groups[0]["judge"]["q0"]["value"] == 1.0
-    est = corrected_proportion(0.5, 4, q0=1.0, m0=1, q1=0.5, m1=2)
-    assert groups[0]["corrected"]["value"] == est.value == 1.0 and not notes
+    # q0 + q1 = 1.5 > 1, but on 3 gold cases: the Wilson lower bounds sum to 0.301, so the
+    # judge is unusable (corrected_proportion would say 1.000) and the raw gate stays
+    assert corrected_proportion(0.5, 4, q0=1.0, m0=1, q1=0.5, m1=2).value == 1.0
+    low = proportion_ci(1, 1).low + proportion_ci(1, 2).low
+    assert low == pytest.approx(0.301, abs=1e-3)
+    assert groups[0]["judge"]["usable"] is False and groups[0]["corrected"] is None
+    assert groups[0]["gated_on"] == "raw" and groups[0]["passed"] is True
+    assert len(notes) == 1 and f"sum to {low:.3f}, not above 1" in notes[0]
     pairs = [
         Inv("fxtr.pairwise", f"e/pairwise[model=m,case=c{c},sample=0,judge_sample=0,order={o}]", v)
         for c, (ab, ba) in enumerate([(1, 1), (1, 0), (0.5, 0.5), (0, 1)])

@@ -15,18 +15,28 @@ from fxtr.experiment.workflows import WorkflowContext, workflow
 from tests.faults.conftest import PYTHON, env
 
 
-def test_a_bare_step_or_workflow_says_how_to_write_it() -> None:
-    with pytest.raises(SignatureError, match=r"@step needs a name: write @step\(name='.*grade'\)"):
+def test_a_bare_step_or_workflow_is_named_after_its_function() -> None:
+    """``@step`` / ``@workflow`` without ``name=`` (as the seed writes them): the name is the
+    function's module and qualified name (DESIGN §1); an empty name is still refused."""
 
-        @step  # type: ignore[arg-type]
-        async def grade(context: StepContext, x: int) -> int:
+    @step
+    async def grade(context: StepContext, x: int) -> int:
+        return x
+
+    @workflow()
+    async def flow(context: WorkflowContext) -> None:
+        return None
+
+    here = (
+        "tests.faults.test_messages_faults.test_a_bare_step_or_workflow_is_named_after_its_function"
+    )
+    assert grade.name == f"{here}.grade"
+    assert flow.name == f"{here}.flow"
+    with pytest.raises(TypeError, match="needs a non-empty name="):
+
+        @step(name="")
+        async def empty(context: StepContext, x: int) -> int:
             return x
-
-    with pytest.raises(SignatureError, match=r"@workflow needs a name: write @workflow\(name="):
-
-        @workflow  # type: ignore[arg-type]
-        async def flow(context: WorkflowContext) -> None:
-            return None
 
 
 def test_a_step_without_the_context_first_is_shown_the_signature_to_write() -> None:
@@ -39,14 +49,16 @@ def test_a_step_without_the_context_first_is_shown_the_signature_to_write() -> N
     text = str(caught.value)
     assert "must take 'context: StepContext' as its first parameter" in text
     assert "Write: async def late(context: StepContext, x: int)" in text
-    with pytest.raises(SignatureError, match=r"Write: async def none\(context: StepContext, x: int\)"):
+    with pytest.raises(
+        SignatureError, match=r"Write: async def none\(context: StepContext, x: int\)"
+    ):
 
         @step(name="msg.none")
         async def none(x: int) -> int:
             return x
 
 
-FLOW = '''
+FLOW = """
 from typing import Annotated, Any
 from fxtr.experiment.handles import ArrayHandle
 from fxtr.experiment.steps import StepContext, step
@@ -61,9 +73,9 @@ async def evaluate(
     context: WorkflowContext, question: Annotated[ArrayHandle[Any], "[case: str]"]
 ) -> Annotated[ArrayHandle[float], "[case: str]"]:
     return context.run_step("grade", grade, {"question": question}, map_over=["case"])
-'''
+"""
 
-EVAL = '''
+EVAL = """
 import pytest
 from evflow import evaluate
 
@@ -76,7 +88,7 @@ CASES = {cases}
 @pytest.mark.parametrize("question", list(CASES.values()), ids=list(CASES))
 def test_eval(question, result):
     pass
-'''
+"""
 
 
 def _pytest(path: Path, cases: str) -> str:
@@ -85,8 +97,14 @@ def _pytest(path: Path, cases: str) -> str:
     (path / "pytest.ini").write_text("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     child = env()
     child["PYTHONPATH"] += ":" + str(path)
-    proc = subprocess.run([PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-q"],
-                          capture_output=True, text=True, cwd=path, env=child, timeout=120)
+    proc = subprocess.run(
+        [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-q"],
+        capture_output=True,
+        text=True,
+        cwd=path,
+        env=child,
+        timeout=120,
+    )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1 and "Traceback" not in out, out[-3000:]
     return out

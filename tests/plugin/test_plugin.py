@@ -197,8 +197,8 @@ def test_missing_cases_fail_the_gate(pytester, monkeypatch):
 
 def test_fail_under_sets_a_default_threshold(pytester):
     """--fxtr-fail-under gates evals without their own threshold."""
-    write_eval(pytester)
-    assert pytester.runpytest("--fxtr-fail-under", "0.9").ret == 1
+    write_eval(pytester, bonus=0.5)  # 1.5, 1.0, 0.5: off [0, 1], whose whole range fails
+    assert pytester.runpytest("--fxtr-fail-under", "1.1").ret == 1
     assert pytester.runpytest("--fxtr-fail-under", "0.4").ret == 0
 
 
@@ -320,10 +320,12 @@ def test_signature_errors_fail_the_items_without_a_plugin_traceback(pytester):
 
 def test_junit_xml_gets_score_properties(pytester):
     """Scores go to JUnit XML as properties."""
-    write_eval(pytester, threshold=0.1)
+    # scores 1.5, 1.0, 0.5: unbounded, so the interval spans no range and the gate can pass
+    # (1.0, 0.5, 0.0 in [0, 1] give [0, 1]: no gate passes on that, DESIGN §15)
+    write_eval(pytester, bonus=0.5, threshold=0.1)
     pytester.runpytest("--junitxml", "junit.xml")
     xml = (pytester.path / "junit.xml").read_text()
-    assert 'name="fxtr:test_demo.py::test_demo:model=small:mean" value="0.5"' in xml
+    assert 'name="fxtr:test_demo.py::test_demo:model=small:mean" value="1"' in xml
     assert 'name="fxtr:test_demo.py::test_demo:model=large:passed" value="true"' in xml
 
 

@@ -10,23 +10,18 @@ keyed by its content, so a rerun asks nothing and a resume re-asks no finished t
 """
 
 import fxtr.evals  # noqa: F401  (the kit first: its evaluate workflow names Agent)
-from fxtr.agents._loop import (
-    agent_loop,
-    build_env,
-    finish,
-    run_tool,
-    score_trajectory,
-    simulate_user,
-    turn,
-)
+from fxtr.agents._loop import agent_loop, finish, score_trajectory, simulate_user, turn
 from fxtr.agents._scorers import TrajectoryScorer, scorer, state_matches, tool_called
+from fxtr.agents._state import StoredEnv
 from fxtr.agents._tool import Tool, tool
+from fxtr.agents._tool_steps import build_env, run_tool
 from fxtr.agents._types import STOPS, Agent, ToolOutcome, Trajectory, Turn, UserSim, tool_call
 from fxtr.models import ToolCall, ToolResult, ToolSpec
 
 __all__ = [
     "STOPS",
     "Agent",
+    "StoredEnv",
     "Tool",
     "ToolCall",
     "ToolOutcome",

@@ -12,16 +12,17 @@ tools: it travels from call to call as a value.
 from __future__ import annotations
 
 import dataclasses
-import inspect
-import json
 import time
 from typing import Any
 
 import fxtr.evals._evaluate as kit  # a module: the kit imports this package half-way
+from fxtr.agents import _env as env_tree
 from fxtr.agents import _memo as memo
 from fxtr.agents._prompts import CONTINUE, SUBMIT, USER_SIM_GREETING, USER_SIM_SYSTEM
+from fxtr.agents._sandboxes import Box, sandbox_call, sandbox_of
 from fxtr.agents._scorers import grade_trajectory
-from fxtr.agents._tool import Tool, import_path
+from fxtr.agents._tool import Tool, check_nesting
+from fxtr.agents._tool_steps import build_env, run_timed_tool, run_tool
 from fxtr.agents._types import (
     RUNNERS,
     Agent,
@@ -35,12 +36,12 @@ from fxtr.agents._types import (
 from fxtr.evals._cases import Case
 from fxtr.evals._models import Model
 from fxtr.evals._scorers import Score, Scorer
-from fxtr.experiment._encoding import EncodingError, decode_text, encode_text
+from fxtr.experiment._encoding import encode_text
 from fxtr.experiment.arrays import Array
 from fxtr.experiment.entities import BoundID, Entity
 from fxtr.experiment.errors import UpstreamFailedError
 from fxtr.experiment.handles import ArrayHandle, ScalarHandle
-from fxtr.experiment.steps import StepContext, step
+from fxtr.experiment.steps import StepContext, StepDefinition, step
 from fxtr.experiment.workflows import WorkflowContext, workflow
 from fxtr.models import (
     AssistantMessage,
@@ -60,7 +61,15 @@ from fxtr.models import (
 
 
 def _numbered(response: Any, turn_index: int) -> Any:
-    """Give tool calls without an id (scripted ones) a stable id from the turn."""
+    """Give tool calls without an id (scripted ones) a stable id from the turn.
+
+    A call whose arguments nest too deeply is refused first, before encoding it fails deep
+    inside. (This is outside ``turn``'s body on purpose: a step's code is in the fingerprint
+    of every turn a store holds.)
+    """
+    for block in response.output:
+        if isinstance(block, ToolCall):
+            check_nesting(block.name, block.arguments)
     if not any(isinstance(b, ToolCall) and not b.id for b in response.output):
         return response
     output = []
@@ -96,90 +105,6 @@ async def simulate_user(context: StepContext, model: Model, request: ModelReques
         return Turn(response=response, seconds=time.perf_counter() - started)
     finally:
         _recorder.call_role.reset(token)
-
-
-def _check_env(value: Any, where: str) -> None:
-    try:
-        encode_text(value)
-    except EncodingError as exc:
-        msg = (
-            f"{where} is a {type(value).__name__}, which has no canonical encoding ({exc}): "
-            "keep the environment an Entity (fxtr.Entity subclass) or JSON-like values "
-            "(dict, list, str, int, float, bool, None)."
-        )
-        raise TypeError(msg) from None
-
-
-@step(name="fxtr.agents.env")
-async def build_env(context: StepContext, env: str, code: str | None, case: Case) -> Environment:
-    """A case's initial environment, from ``Agent(env=FUNCTION)``.
-
-    Raises:
-        LookupError: the function cannot be imported.
-        TypeError: it returned a value that cannot be stored.
-    """
-    fn = import_path(env, "environment function (Agent(env=...))")
-    value = fn(case)
-    if inspect.isawaitable(value):
-        value = await value
-    _check_env(value, f"The environment {env!r} built for case {case.id!r}")
-    return Environment(state=value)
-
-
-def _content(value: Any, tool: Tool) -> str:
-    """A tool's return value as the text the model reads."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Entity):
-        value = json.loads(encode_text(value))
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        msg = (
-            f"Tool {tool.name!r} returned a {type(value).__name__} ({value!r:.80}), which "
-            "cannot be sent to the model: return a str, a number, a bool, None, or a list "
-            "or dict of those."
-        )
-        raise TypeError(msg) from None
-
-
-@step(name="fxtr.agents.tool")
-async def run_tool(context: StepContext, tool: Tool, call: ToolCall, env: Any) -> ToolOutcome:
-    """Run one tool call on the environment as the previous call left it.
-
-    A tool that raises is not a failure: its result is the error (``ErrorType: message``),
-    returned to the model like any result, and the trajectory goes on.
-
-    Raises:
-        LookupError: the tool's function cannot be imported in this process: the machine's
-            fault, not the model's, so the invocation fails and nothing is cached.
-        TypeError: the tool returned a value that cannot be sent to the model, or left an
-            environment that cannot be stored (a bug to fix, not the model's doing).
-    """
-    fn = tool.fn  # outside the try below: an import failure is never the tool's answer
-    if isinstance(env, BoundID):
-        env = await context.load(env)
-    state = decode_text(encode_text(env)) if env is not None else None  # never the caller's
-    arguments = {k: v for k, v in call.arguments.items() if k != "env"}
-    if tool.uses_env:
-        arguments["env"] = state
-    started = time.perf_counter()
-    try:
-        value = fn(**arguments)
-        if inspect.isawaitable(value):
-            value = await value
-    except Exception as exc:  # the model sees the error and may try again
-        seconds = time.perf_counter() - started
-        context.log(f"tool {tool.name} raised {type(exc).__name__}: {exc}")
-        result = ToolResult(
-            tool_call_id=call.id, content=f"{type(exc).__name__}: {exc}", is_error=True
-        )
-    else:
-        seconds = time.perf_counter() - started
-        result = ToolResult(tool_call_id=call.id, content=_content(value, tool))
-    if tool.uses_env:
-        _check_env(state, f"The environment after tool {tool.name!r}")
-    return ToolOutcome(result=result, env=state if tool.uses_env else env, seconds=seconds)
 
 
 @step(name="fxtr.agents.score")
@@ -385,14 +310,16 @@ async def _run(
     specs = tuple(t.spec for t in agent.tools) + ((SUBMIT,) if agent.submit else ())
     sampling = _sampling(model, context.sample)
     env: Any = None
-    if agent.env is not None:
+    if agent.env is not None:  # a tree of parts; whole values where a store kept them so
+        builder = build_env if await env_tree.legacy(context) else env_tree.build_state
         built: Environment = await _value(
             context,
             context.run_step(
-                "env", build_env, {"env": agent.env, "code": agent.env_code, "case": case_handle}
+                "env", builder, {"env": agent.env, "code": agent.env_code, "case": case_handle}
             ),
         )
         env = built.state
+    box = await sandbox_of(context, agent, case, _value) if agent.sandbox is not None else None
     totals = _Totals()
     requests = _Requests(specs, sampling)
     stored: dict[str, BoundID[Tool]] = {}
@@ -419,7 +346,7 @@ async def _run(
         )
         if calls:
             results, env, submitted = await _tool_calls(
-                context, agent, tools, i, calls, env, totals, stored
+                context, agent, tools, i, calls, env, totals, stored, box
             )
             if results:
                 messages.append(ToolMessage(results=tuple(results)))
@@ -452,6 +379,7 @@ async def _run(
         else:
             answer, stop = text, "answer"
         i += 1
+    env_tree.forget(context.job_id, context.address)
     return Trajectory(
         messages=tuple(messages),
         answer=answer,
@@ -467,6 +395,7 @@ async def _run(
         ),
         cost=totals.cost,
         simulated=tuple(simulated),
+        sandbox=box.state() if box is not None else None,
     )
 
 
@@ -493,6 +422,7 @@ async def _tool_calls(
     env: Any,
     totals: _Totals,
     stored: dict[str, BoundID[Tool]],
+    box: Box | None = None,
 ) -> tuple[list[ToolResult], Any, str | None]:
     """Run a turn's calls in order, each on the environment the one before left.
 
@@ -518,15 +448,24 @@ async def _tool_calls(
                 is_error=True,
             )
             continue
-        handle = context.run_step(
-            f"tool[{i},{j}]",
-            run_tool,
-            {
-                "tool": stored.get(tool.name) or await _store_tool(context, tool, stored),
-                "call": await context.store(c),
-                "env": await _env_input(context, env if tool.uses_env else None),
-            },
-        )
+        if box is not None and tool.uses_sandbox:
+            results[j] = await sandbox_call(
+                context, tool, c, f"tool[{i},{j}]", box, stored, _value, _store_tool
+            )
+            totals.seconds, box.seconds = totals.seconds + box.seconds, 0.0
+            continue
+        inputs = {
+            "tool": stored.get(tool.name) or await _store_tool(context, tool, stored),
+            "call": await context.store(c),
+            "env": await _env_input(context, env if tool.uses_env else None),
+        }
+        runner: StepDefinition[..., ToolOutcome] = run_tool
+        timeout = None if agent.time_limit is None else agent.time_limit - totals.seconds
+        if tool.uses_env and isinstance(env, env_tree.StoredEnv):
+            runner, inputs["timeout"] = env_tree.run_tool_on_state, timeout
+        elif timeout is not None:
+            runner, inputs["timeout"] = run_timed_tool, timeout
+        handle = context.run_step(f"tool[{i},{j}]", runner, inputs)
         if tool.uses_env:
             outcome: ToolOutcome = await _value(context, handle)
             env = outcome.env

@@ -40,6 +40,8 @@ def loose(tree: Any, store: Any, depth: int = 0) -> Any:
         return [loose(v, store, depth) for v in tree]
     if not isinstance(tree, dict):
         return tree
+    if tree.get("$entity") == STORED_ENV and isinstance(tree.get("v"), dict):
+        return stored_env(store, str(tree["v"].get("root")))
     if "$entity" in tree and "v" in tree:
         fields = {k: loose(v, store, depth) for k, v in tree["v"].items()}
         return {"$type": tree["$entity"], **fields}
@@ -51,6 +53,84 @@ def loose(tree: Any, store: Any, depth: int = 0) -> Any:
     if "$dict" in tree:
         return {k: loose(v, store, depth) for k, v in tree["$dict"]}
     return {k: loose(v, store, depth) for k, v in tree.items()}
+
+
+STORED_ENV = "fxtr.agents._state:StoredEnv"
+"""An environment kept as a tree of the store's parts (``fxtr.store._tree``), by its root."""
+
+
+def stored_env(store: Any, root: str) -> Any:
+    """A stored environment's whole value, loosely (entities as ``$type`` and fields).
+
+    ``{"$type": ..., "$missing": root}`` when a part is missing from the store.
+    """
+    from fxtr.store import MissingPartError, load
+
+    try:
+        return load(root, store.get_blobs, entity=lambda key, fields: {"$type": key, **fields})
+    except (MissingPartError, ValueError, TypeError, LookupError):
+        return {"$type": STORED_ENV, "$missing": root}
+
+
+def env_changes(
+    store: Any, trajectory: str, addresses: list[str], invocations: Any
+) -> dict[str, list[str]]:
+    """What each tool call of a trajectory changed in its stored environment, by call id.
+
+    Read from the roots its ``env`` and ``tool[i,j]`` steps recorded (among ``addresses``),
+    reading only the differing paths from the store.
+    """
+    from fxtr.store import MissingPartError, changes
+
+    before = _root(store, (invocations.get(f"{trajectory}/env") or {}).get("result_text"))
+    if before is None:
+        return {}
+    calls = []
+    for address in addresses:
+        head, _, name = address.rpartition("/")
+        inv = invocations.get(address) or {}
+        if head == trajectory and name.startswith("tool[") and inv.get("status") == "succeeded":
+            i, j = name[5:-1].split(",")
+            calls.append((int(i), int(j), inv.get("result_text")))
+    out: dict[str, list[str]] = {}
+    for _, _, text in sorted(calls, key=lambda c: (c[0], c[1])):
+        outcome = _entity_tree(store, text)
+        root = _root(store, text)
+        if outcome is None or root is None:
+            continue
+        call_id = str(((outcome.get("result") or {}).get("v") or {}).get("tool_call_id", ""))
+        if root != before:
+            try:
+                out[call_id] = changes(before, root, store.get_blobs)
+            except (MissingPartError, ValueError, TypeError):
+                out[call_id] = ["(a part of the environment is missing from the store)"]
+        before = root
+    return out
+
+
+def _entity_tree(store: Any, text: str | None) -> dict[str, Any] | None:
+    """The fields of an entity a step returned (by reference or inline), as stored."""
+    try:
+        tree = json.loads(text or "null")
+        if isinstance(tree, dict) and "$ref" in tree:
+            tree = json.loads(store.get_entity(tree["id"]) or "null")
+    except (ValueError, TypeError, KeyError):
+        return None
+    if not isinstance(tree, dict) or not isinstance(tree.get("v"), dict):
+        return None
+    fields: dict[str, Any] = tree["v"]
+    return fields
+
+
+def _root(store: Any, text: str | None) -> str | None:
+    fields = _entity_tree(store, text)
+    if fields is None:
+        return None
+    env = fields.get("env", fields.get("state"))
+    if isinstance(env, dict) and env.get("$entity") == STORED_ENV:
+        root = (env.get("v") or {}).get("root")
+        return root if isinstance(root, str) else None
+    return None
 
 
 def plain(value: Any) -> Any:
@@ -108,6 +188,10 @@ def stops_text(stops: dict[str, int]) -> str:
 
 
 SCORE_STEP = "fxtr.agents.score"
+AGENT_STEPS = frozenset(
+    ("fxtr.agents.turn", "fxtr.agents.tool", "fxtr.agents.user", "fxtr.agents.env")
+)
+"""The steps inside a trajectory (its ``agent[...]`` workflow)."""
 
 
 def _keys(address: str) -> dict[str, str]:
@@ -205,6 +289,17 @@ def cell_trajectories(
         if inv.get("step") == SCORE_STEP
     }
     out = []
+    agents = {
+        address.rsplit("/", 1)[0]
+        for address in addresses
+        if (invocations.get(address) or {}).get("step") in AGENT_STEPS
+    }
+    finished = {a.rsplit("/", 1)[0] for a in addresses if a.endswith("/trajectory")}
+    cell = {a: invocations[a] for a in addresses if a in invocations}
+    for agent in sorted(agents - finished):  # a step failed: drawn up to the failure
+        view = failed_trajectory(store, agent, cell)
+        if view is not None:
+            out.append(view)
     for address in addresses:
         inv = invocations.get(address) or {}
         if inv.get("step") != TRAJECTORY_STEP:
@@ -214,6 +309,10 @@ def cell_trajectories(
             continue
         keys = _keys(address)
         view = trajectory_view(trajectory)
+        changed = env_changes(store, address.rpartition("/")[0], addresses, invocations)
+        for event in view["events"]:
+            if event["kind"] == "tool_result" and event.get("id") in changed:
+                event["env_changes"] = changed[event["id"]]
         view["address"] = address
         view["sample"] = keys.get("sample")
         score_inv = scores.get(tuple(sorted(keys.items())))
@@ -224,3 +323,101 @@ def cell_trajectories(
             view["env_differences"] = differences_of(view["explanation"])
         out.append(view)
     return out
+
+
+def _step_of(address: str, agent: str) -> tuple[str, tuple[int, ...]] | None:
+    """``("turn", (1,))`` for ``AGENT/turn[1]``, ``("tool", (0, 1))`` for ``AGENT/tool[0,1]``."""
+    if not address.startswith(agent + "/"):
+        return None
+    name, _, rest = address[len(agent) + 1 :].partition("[")
+    if "/" in name or not rest.endswith("]"):
+        return None
+    try:
+        return name, tuple(int(p) for p in rest[:-1].split(","))
+    except ValueError:
+        return None
+
+
+def _input(store: Any, inv: dict[str, Any], name: str) -> Any:
+    """An invocation's recorded input as a loose tree (entities followed), or ``None``."""
+    fp = (inv.get("input_fingerprints") or {}).get(name)
+    text = store.get_value(fp) if fp else None
+    if not text:
+        return None
+    try:
+        return loose(json.loads(text), store)
+    except (LookupError, TypeError, ValueError, RecursionError):
+        return None
+
+
+def _result(store: Any, inv: dict[str, Any]) -> Any:
+    return _score_of(store, inv.get("result_text")) if inv.get("status") == "succeeded" else None
+
+
+def failed_trajectory(
+    store: Any, agent: str, invocations: dict[str, dict[str, Any]]
+) -> dict[str, Any] | None:
+    """A trajectory that a failed step stopped, as the viewer draws a finished one.
+
+    Its events up to the failure, rebuilt from its steps' records: the conversation the
+    last turn was asked (its recorded request), that turn's reply and its tool calls' results
+    when it succeeded; then ``failed`` with the failed step, its reason and its error.
+    ``None`` when no step of the trajectory failed.
+    """
+    steps: dict[str, dict[tuple[int, ...], dict[str, Any]]] = defaultdict(dict)
+    failure = None
+    for address, inv in invocations.items():
+        found = _step_of(address, agent)
+        if found is None and address != f"{agent}/env":
+            continue
+        if found is not None:
+            steps[found[0]][found[1]] = inv
+        if inv.get("status") == "failed" and failure is None:
+            failure = {
+                "address": address,
+                "step": inv.get("step"),
+                "reason": inv.get("reason"),
+                "error": inv.get("error"),
+            }
+    if failure is None:
+        return None
+    messages: list[Any] = []
+    turns = sorted(steps["turn"].items())
+    if turns:
+        (last,), inv = turns[-1]
+        request = _input(store, inv, "request") or {}
+        messages = list(request.get("context") or [])
+        turn = _result(store, inv)
+        if turn is not None:
+            output = (turn.get("response") or {}).get("output") or []
+            messages.append(
+                {
+                    "$type": ":AssistantMessage",
+                    "content": [b for b in output if "text" in b],
+                    "tool_calls": [b for b in output if "arguments" in b],
+                }
+            )
+            done = [_result(store, i) for (t, _), i in sorted(steps["tool"].items()) if t == last]
+            results = [o["result"] for o in done if o and o.get("result")]
+            if results:
+                messages.append({"$type": ":ToolMessage", "results": results})
+    view = trajectory_view(
+        {
+            "messages": messages,
+            "turns": sum(i.get("status") == "succeeded" for _, i in turns),
+            "tool_calls": sum(
+                len(m.get("tool_calls") or []) for m in messages if "tool_calls" in m
+            ),
+            "tool_errors": sum(
+                bool(r.get("is_error")) for m in messages for r in m.get("results") or []
+            ),
+        }
+    )
+    calls = [c for _, i in turns for c in i.get("model_calls") or []]
+    view["input_tokens"] = sum(int(c.get("input_tokens") or 0) for c in calls)
+    view["output_tokens"] = sum(int(c.get("output_tokens") or 0) for c in calls)
+    view["stop"] = "failed"
+    view["failed"] = failure
+    view["address"] = agent
+    view["sample"] = _keys(agent).get("sample")
+    return view

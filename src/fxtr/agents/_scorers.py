@@ -175,6 +175,15 @@ async def grade_trajectory(
     context: StepContext, scorer: Scorer, case: Case, trajectory: Trajectory
 ) -> Score:
     """Grade a trajectory: text scorers and judges grade its answer."""
+    if scorer.kind == "sandbox_check":  # its final tree
+        from fxtr.agents._types import sandbox_name
+
+        grade_tree = sandbox_name("grade_trajectory")
+        score: Score = await grade_tree(context, scorer, case, trajectory)
+        return score
+    from fxtr.agents._env import whole
+
+    trajectory = await whole(context, trajectory)  # a stored environment, read whole
     if isinstance(scorer, TrajectoryScorer):
         return scorer.grade_trajectory(case, trajectory)
     if scorer.kind in JUDGES:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import importlib
 import inspect
 import json
+import sys
 import types
 import typing
 from collections.abc import Callable
@@ -14,6 +16,7 @@ from typing import Any, Literal, Union, overload
 import docstring_parser
 
 from fxtr.experiment._definition import _normalized_source_hash
+from fxtr.experiment._encoding import encode_text
 from fxtr.experiment._entity import Entity
 from fxtr.models import ToolSpec
 
@@ -22,6 +25,9 @@ _FUNCTIONS: dict[str, Callable[..., Any]] = {}
 
 ENV_PARAMETER = "env"
 """A tool parameter of this name receives the trajectory's environment, hidden from the model."""
+SANDBOX_PARAMETER = "sandbox"
+"""A tool parameter of this name receives the trajectory's sandbox (``fxtr.sandbox``), hidden
+from the model."""
 
 
 class Tool(Entity):
@@ -50,6 +56,11 @@ class Tool(Entity):
     def fn(self) -> Callable[..., Any]:
         """The function (imported from ``path`` when this process has not defined it)."""
         return tool_function(self.path)
+
+    @property
+    def uses_sandbox(self) -> bool:
+        """Whether the function takes the hidden ``sandbox`` parameter (a sandbox tool)."""
+        return SANDBOX_PARAMETER in inspect.signature(self.fn).parameters
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the function directly (a test of the tool itself)."""
@@ -174,6 +185,8 @@ def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None
         if p.name == ENV_PARAMETER:
             uses_env = True
             continue
+        if p.name == SANDBOX_PARAMETER:
+            continue
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             problems.append(f"*{p.name} (name every parameter)")
             continue
@@ -206,9 +219,7 @@ def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None
         )
         raise TypeError(msg)
     path = path_of(fn, "tool")
-    summary = "\n\n".join(
-        part for part in (doc.short_description, doc.long_description) if part
-    ).strip()
+    summary = first_paragraph(doc)
     spec = ToolSpec(
         name=name or fn.__name__,
         description=description if description is not None else summary,
@@ -221,6 +232,101 @@ def _make_tool(fn: Callable[..., Any], name: str | None, description: str | None
     )
     _FUNCTIONS[path] = fn
     return Tool(path=path, spec=spec, code=_normalized_source_hash(fn), uses_env=uses_env)
+
+
+def first_paragraph(doc: docstring_parser.Docstring) -> str:
+    """The docstring's first paragraph (DESIGN §12), its lines joined: the tool's description.
+
+    ``docstring_parser`` cuts the short description at the first line; a paragraph wrapped
+    over several lines goes on into the long one, up to the first blank line.
+    """
+    if not doc.long_description or doc.blank_after_short_description:
+        text = doc.short_description or ""
+    else:
+        text = f"{doc.short_description or ''}\n{doc.long_description}"
+    return " ".join(text.split("\n\n", 1)[0].split())
+
+
+class OutOfTime(Exception):
+    """The agent's ``time_limit`` ran out before or while a tool call ran."""
+
+
+async def call_within(tool: Tool, arguments: dict[str, Any], timeout: float | None) -> Any:
+    """Call the tool (awaiting an async one) within ``timeout`` seconds (``None``: no limit).
+
+    ``timeout`` is what the agent's ``time_limit`` leaves: an async tool still running then
+    is cancelled. It is an input of the call's step, so a cut call is never served to a
+    trajectory that has more time. A sync tool cannot be cancelled: it runs to its end.
+
+    Raises:
+        OutOfTime: no time was left, or the tool was cancelled when it ran out.
+        Exception: whatever the tool raised (its own ``TimeoutError`` included).
+    """
+    if timeout is not None and timeout <= 0:
+        msg = f"tool {tool.name!r} was not run: the agent's time_limit had run out before it"
+        raise OutOfTime(msg)
+    value = tool.fn(**arguments)
+    if not inspect.isawaitable(value):
+        return value
+    limit = asyncio.timeout(timeout)
+    try:
+        async with limit:
+            return await value
+    except TimeoutError as exc:
+        if not limit.expired():
+            raise  # the tool's own timeout, not the limit's
+        msg = (
+            f"tool {tool.name!r} was cancelled after {timeout:.3g} s, the time the agent's "
+            "time_limit left (the trajectory stops with limit:time)"
+        )
+        raise OutOfTime(msg) from exc
+
+
+MAX_NESTING = 100
+"""How deep a tool call's arguments may nest (lists and dicts in one another). Far beyond
+any tool's schema, and far below what encoding a value for the cache can take (the
+interpreter's stack): a deeper call is refused with the tool's name and the depth."""
+
+
+def nesting(value: Any, limit: int = MAX_NESTING) -> int:
+    """How deep lists and dicts nest in ``value`` (a scalar: 0), counted up to ``limit + 1``.
+
+    Walks without recursion, so a value of any depth is measured, never a RecursionError.
+    """
+    deepest = 0
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list | tuple):
+            children = item
+        else:
+            continue
+        depth += 1
+        deepest = max(deepest, depth)
+        if depth > limit:
+            return deepest
+        stack.extend((child, depth) for child in children)
+    return deepest
+
+
+def check_nesting(name: str, arguments: dict[str, Any]) -> None:
+    """Refuse a call of tool ``name`` whose arguments nest deeper than ``MAX_NESTING``.
+
+    Raises:
+        ValueError: naming the tool, the depth and the limit.
+    """
+    values = list(arguments.values())
+    if nesting(values, MAX_NESTING + 1) > MAX_NESTING + 1:  # the list itself is a level
+        msg = (
+            f"The call of tool {name!r} has arguments nested "
+            f"{nesting(values, sys.maxsize) - 1} levels deep, more than the {MAX_NESTING} fxtr "
+            "accepts (such a value cannot be cached or sent back): give the tool flat "
+            "parameters (a list of records, not records inside records), or make the model's "
+            "reply flatter."
+        )
+        raise ValueError(msg)
 
 
 _SCALARS: dict[Any, str] = {str: "string", int: "integer", float: "number", bool: "boolean"}
@@ -267,3 +373,20 @@ def json_schema(tp: Any) -> dict[str, Any]:
         raise TypeError(msg)
     msg = f"{getattr(tp, '__qualname__', tp)!r} has no JSON schema"
     raise TypeError(msg)
+
+
+def _content(value: Any, tool: Tool) -> str:  # the name the loop's tool step calls
+    """A tool's return value as the text the model reads."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Entity):
+        value = json.loads(encode_text(value))
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        msg = (
+            f"Tool {tool.name!r} returned a {type(value).__name__} ({value!r:.80}), which "
+            "cannot be sent to the model: return a str, a number, a bool, None, or a list "
+            "or dict of those."
+        )
+        raise TypeError(msg) from None

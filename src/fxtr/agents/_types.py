@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from fxtr.agents._tool import Tool, import_path, path_of
+from fxtr.agents._tool import Tool, check_nesting, import_path, path_of
 from fxtr.evals._models import Model
 from fxtr.experiment._definition import _normalized_source_hash
 from fxtr.experiment._entity import Entity
@@ -71,6 +71,8 @@ class Agent(Entity):
     ends it. Every turn and every tool call is a cached step.
     """
 
+    __added_fields__ = ("sandbox", "sandbox_code")
+
     tools: tuple[Tool, ...] = ()
     """What the model may call (``@tool`` functions)."""
     system: str | None = None
@@ -93,6 +95,11 @@ class Agent(Entity):
     """Add a ``submit(answer)`` tool: the loop then ends only on submit or a limit."""
     user: UserSim | None = None
     """A simulated user who answers the agent's replies."""
+    sandbox: Any = None
+    """The trajectories' sandbox (``fxtr.sandbox.Sandbox``), or ``module:qualname`` of an
+    importable ``(case) -> Sandbox`` (a repository per task); ``None`` for no sandbox."""
+    sandbox_code: str | None = None
+    """Hash of that function's source."""
 
     def __init__(
         self,
@@ -107,6 +114,8 @@ class Agent(Entity):
         time_limit: float | None = None,
         submit: bool = False,
         user: UserSim | None = None,
+        sandbox: Any = None,
+        sandbox_code: str | None = None,
     ) -> None:
         tools = tuple(tools)
         bad = [t for t in tools if not isinstance(t, Tool)]
@@ -153,6 +162,7 @@ class Agent(Entity):
             "time_limit": None if time_limit is None else float(time_limit),
             "submit": submit,
             "user": user,
+            **_sandbox_fields(tools, sandbox, sandbox_code),
         }
         for key, value in values.items():
             object.__setattr__(self, key, value)
@@ -160,6 +170,52 @@ class Agent(Entity):
     def __fxtr_id__(self) -> str:
         """The agent's tools in pytest node ids."""
         return "agent[" + ",".join(t.name for t in self.tools) + "]"
+
+
+def _sandbox_fields(tools: tuple[Tool, ...], sandbox: Any, code: str | None) -> dict[str, Any]:
+    """``Agent(sandbox=...)`` checked: a ``Sandbox``, or a function's path and code hash."""
+    needs = [t.name for t in tools if t.uses_sandbox]
+    if sandbox is None:
+        if needs:
+            msg = (
+                f"Tool {needs[0]!r} runs in a sandbox, and the agent has none: give "
+                "Agent(..., sandbox=fxtr.sandbox.Sandbox(files=...))."
+            )
+            raise ValueError(msg)
+        return {"sandbox": None, "sandbox_code": None}
+    if isinstance(sandbox, str):
+        if code is None:
+            import_path(sandbox, "sandbox function (Agent(sandbox=...))")
+        return {"sandbox": sandbox, "sandbox_code": code}
+    if callable(sandbox) and not isinstance(sandbox, Entity):
+        path = path_of(sandbox, "sandbox function (Agent(sandbox=...))")
+        return {"sandbox": path, "sandbox_code": _normalized_source_hash(sandbox)}
+    if not isinstance(sandbox, SANDBOX.get("Sandbox", ())):
+        msg = (
+            f"Agent(sandbox=...) takes a fxtr.sandbox.Sandbox or a function (case) -> Sandbox, "
+            f"got {sandbox!r:.80}."
+        )
+        raise TypeError(msg)
+    return {"sandbox": sandbox, "sandbox_code": None}
+
+
+SANDBOX: dict[str, Any] = {}
+"""``fxtr.sandbox``'s names the loop uses (``Sandbox``, ``SandboxState``, ``check_backend``,
+``setup_tree``, ``sandbox_call``, ``grade_trajectory``), registered by ``fxtr.sandbox`` when
+it is imported (a ``Sandbox`` cannot be made before), so the two packages do not import each
+other."""
+
+
+def sandbox_name(name: str) -> Any:
+    """A name of ``fxtr.sandbox`` (registered when it is imported).
+
+    Raises:
+        LookupError: ``fxtr.sandbox`` was never imported.
+    """
+    if name not in SANDBOX:
+        msg = "Sandbox agents need fxtr.sandbox: import it (from fxtr.sandbox import Sandbox)."
+        raise LookupError(msg)
+    return SANDBOX[name]
 
 
 RUNNERS: dict[str, Callable[..., Any]] = {}
@@ -197,6 +253,8 @@ class Trajectory(Entity):
     first; ``env`` the final environment.
     """
 
+    __added_fields__ = ("sandbox",)
+
     messages: tuple[Message, ...]
     """The conversation: system prompt, user turns, the agent's replies and tool results."""
     answer: str | None
@@ -215,6 +273,8 @@ class Trajectory(Entity):
     """US dollars of the agent's model; ``None`` when no call had a price."""
     simulated: tuple[int, ...] = ()
     """Indices in ``messages`` of the simulated user's turns."""
+    sandbox: Any = None
+    """The sandbox (``fxtr.sandbox.SandboxState``: its starting and final trees), if any."""
 
     @property
     def text(self) -> str:
@@ -237,5 +297,9 @@ def tool_call(name: str, /, **arguments: Any) -> ToolCall:
 
     Its id is left empty; the agent's turn numbers it from the turn (``call_2_0``), so
     scripted runs are reproducible.
+
+    Raises:
+        ValueError: the arguments nest deeper than ``MAX_NESTING`` levels.
     """
+    check_nesting(name, arguments)
     return ToolCall(id="", name=name, arguments=dict(arguments))

@@ -262,6 +262,10 @@ def _print_evaluation(record: dict[str, Any]) -> None:
             f"  {key_label(group.get('group') or {})}: mean {format_score(group.get('mean'))}"
             f"{interval} · n={group.get('n')} · missing {group.get('missing') or 0}{gate}{verdict}"
         )
+    from fxtr.cli._jobs import judge_figures
+
+    for line in judge_figures(evaluation):
+        print(line)
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
@@ -398,11 +402,16 @@ def cmd_view(args: argparse.Namespace) -> int:
         raise CommandError(msg)
     store = _store(args)
     if args.export:
-        job_id = _job(store, args.export).job_id
-        html = export_html(store, job_id)
-        output = Path(args.output or f"fxtr-{job_id}.html")
+        from fxtr.cli._export import jobs_to_export
+
+        try:
+            job_ids = jobs_to_export(store, args.export)
+        except KeyError as exc:
+            raise CommandError(str(exc.args[0])) from None
+        html = export_html(store, job_ids)
+        output = Path(args.output or f"fxtr-{job_ids[-1]}.html")
         output.write_text(html, encoding="utf-8")
-        print(f"wrote {output}")
+        print(f"wrote {output} ({len(job_ids)} job(s): {', '.join(job_ids)})")
         return 0
     if args.host not in ("127.0.0.1", "localhost", "::1") and not args.allow_remote:
         msg = (
@@ -533,7 +542,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=8321, help="1-65535; 0 picks a free port")
     p.add_argument("--allow-remote", action="store_true", help="allow a non-loopback --host")
     p.add_argument(
-        "--export", metavar="JOB", help=f"write one self-contained HTML file of JOB ({JOB_NAMES})"
+        "--export",
+        metavar="JOB",
+        help=f"write one self-contained HTML file of JOB ({JOB_NAMES}); 'latest' writes every "
+        "job of the newest job's pytest session, each eval of the run",
     )
     p.add_argument("-o", "--output", help="the file --export writes")
     p.set_defaults(run=cmd_view)

@@ -145,6 +145,8 @@ def why_lines(store: Store, address: str) -> list[str]:
     Raises:
         KeyError: no entry and no recorded invocation at the address.
     """
+    from fxtr.experiment._why import DAMAGED, DAMAGED_KEPT
+
     newest = newest_invocation(store, address)
     if newest is None:
         if store.get_entry(address) is None:
@@ -180,6 +182,8 @@ def why_lines(store: Store, address: str) -> list[str]:
         return [*lines, "  served from the cache: nothing differed"]
     elif not inv.get("started_at"):
         return [*lines, f"  {inv.get('status')}: {inv.get('error')}"]
+    elif damaged := [p for p in changed if p in (DAMAGED, DAMAGED_KEPT)]:
+        return [*lines, f"  ran because {damaged[0]}"]
     elif changed:
         lines.append(
             "  ran because what it asked for differs from "

@@ -64,6 +64,18 @@ def jobs_table(rows: list[dict[str, Any]], *, wide: bool = False) -> str:
     return str(tabulate(table, headers=headers, disable_numparse=True))
 
 
+def judge_figures(evaluation: dict[str, Any]) -> list[str]:
+    """``fxtr show``'s judge lines: the summary's formatter, indented under the groups.
+
+    Per judged group the raw and corrected means, q0, q1, flip rate and position
+    inconsistency (DESIGN §15), wrapped at 100 columns, never cut.
+    """
+    from fxtr.report import judge_lines
+
+    groups = [g for g in evaluation.get("groups") or [] if isinstance(g, dict)]
+    return ["  " + line for line in judge_lines(groups, JOBS_WIDTH - 2)]
+
+
 class _InThisProcess:
     """Collect in this process: pytest-xdist (``-n`` in the ini's addopts) starts no workers."""
 

@@ -8,7 +8,6 @@ page puts them in the DOM with ``textContent``.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import re
 import threading
@@ -117,7 +116,7 @@ def invocation_rows(
 def with_trajectories(store: Store, detail: dict[str, Any], invocations: Any) -> dict[str, Any]:
     """An agent eval's cell gains its trajectories (drawn by agents.js)."""
     addresses = [inv["address"] for inv in detail.get("invocations") or []]
-    if any(inv.get("step") == "fxtr.agents.trajectory" for inv in detail["invocations"]):
+    if any(str(inv.get("step")).startswith("fxtr.agents.") for inv in detail["invocations"]):
         from fxtr.agents._report import cell_trajectories
 
         detail["trajectories"] = cell_trajectories(store, addresses, invocations)
@@ -522,73 +521,55 @@ def serve(store: Store, host: str, port: int) -> tuple[ThreadingHTTPServer, thre
     return server, thread
 
 
-def export_html(store: Store, job_id: str) -> str:
-    """One self-contained HTML file showing a job offline.
+def export_html(store: Store, job_id: str | list[str]) -> str:
+    """One self-contained HTML file showing a job offline, or several jobs (a pytest session's).
 
-    CSS, JS and data are inline, a CSP blocks the network, and each invocation's details sit
-    in a JSON block of their own, parsed only when opened.
+    CSS, JS and data are inline, a CSP blocks the network, and each invocation's and cell's
+    details sit in a JSON block of their own, parsed only when opened. Several jobs open on
+    their list, each linking to its page; each job's blocks have ids of their own.
     """
+    job_ids = [job_id] if isinstance(job_id, str) else job_id
     viewer = Viewer(store)
-    view = viewer.view(job_id)
-    job_head = viewer.job(job_id)
-    graph = viewer.graph(job_id)
-    details = []
-    index: dict[str, str] = {}
-    for i, address in enumerate(sorted(view.invocations)):
-        block_id = f"inv-{i}"
-        index[address] = block_id
-        detail = invocation_detail(store, view, address)
-        details.append(
-            f'<script type="application/json" id="{block_id}">{safe_json(detail)}</script>'
-        )
-    rows = invocation_rows(view, None, None, None, 0, len(view.invocations))["items"]
-    matrix = None
-    evaluation = evaluation_of(view.record)
-    if evaluation is not None:
-        table = viewer.table(job_id)
-        matrix = result_matrix(evaluation, limit=len(evaluation["cells"]), tables=(table, None))
-        matrix["job_id"] = job_id
-        origins: dict[str, Any] = {}  # the jobs that ran cached cells, read once
-        for i in range(len(evaluation["cells"])):
-            cell = cell_detail(
-                store, job_id, evaluation, i, view.invocations, table=table, origins=origins
-            )
-            cell = with_trajectories(store, cell, view.invocations)
+    keys = ("job", "graph", "matrix", "invocations", "index")
+    data: dict[str, Any] = {"mode": "export", "jobs": [], **{k: {} for k in keys}}
+    if len(job_ids) > 1:
+        data["cell_prefix"] = {j: f"{n}-" for n, j in enumerate(job_ids)}
+    details: list[str] = []
+    for job_id in job_ids:
+        prefix = (data.get("cell_prefix") or {}).get(job_id, "")
+        view = viewer.view(job_id)
+        job_head = viewer.job(job_id)
+        graph = viewer.graph(job_id)
+        index: dict[str, str] = {}
+        for i, address in enumerate(sorted(view.invocations)):
+            block_id = f"inv-{prefix}{i}"
+            index[address] = block_id
+            detail = invocation_detail(store, view, address)
             details.append(
-                f'<script type="application/json" id="cell-{i}">{safe_json(cell)}</script>'
+                f'<script type="application/json" id="{block_id}">{safe_json(detail)}</script>'
             )
-    data = {
-        "mode": "export",
-        "jobs": [graph["row"]],
-        "job": {job_id: job_head},
-        "graph": {job_id: graph},
-        "matrix": {job_id: matrix},
-        "invocations": {job_id: rows},
-        "index": {job_id: index},
-    }
-    script = static_text("agents.js") + "\n" + static_text("app.js")
-    style = static_text("app.css") + "\n" + static_text("agents.css")
-    script_hash = hashlib.sha256(script.encode()).digest()
-    style_hash = hashlib.sha256(style.encode()).digest()
-    import base64
+        rows = invocation_rows(view, None, None, None, 0, len(view.invocations))["items"]
+        matrix = None
+        evaluation = evaluation_of(view.record)
+        if evaluation is not None:
+            table = viewer.table(job_id)
+            matrix = result_matrix(
+                evaluation, limit=len(evaluation["cells"]), tables=(table, None)
+            )
+            matrix["job_id"] = job_id
+            origins: dict[str, Any] = {}  # the jobs that ran cached cells, read once
+            for i in range(len(evaluation["cells"])):
+                cell = cell_detail(
+                    store, job_id, evaluation, i, view.invocations, table=table, origins=origins
+                )
+                cell = with_trajectories(store, cell, view.invocations)
+                details.append(
+                    f'<script type="application/json" id="cell-{prefix}{i}">'
+                    f"{safe_json(cell)}</script>"
+                )
+        data["jobs"].append(graph["row"])
+        for key, value in zip(keys, (job_head, graph, matrix, rows, index), strict=True):
+            data[key][job_id] = value
+    from fxtr.cli._export import page
 
-    csp = (
-        "default-src 'none'; img-src data:; "
-        f"script-src 'sha256-{base64.b64encode(script_hash).decode()}'; "
-        f"style-src 'sha256-{base64.b64encode(style_hash).decode()}'; base-uri 'none'"
-    )
-    body = static_text("index.html")
-    head, _, tail = body.partition("<!--app-->")
-    head = head.replace('<link rel="stylesheet" href="/app.css">', f"<style>{style}</style>")
-    head = head.replace('<link rel="stylesheet" href="/agents.css">', "")
-    return (
-        head.replace(
-            "<head>", f'<head>\n<meta http-equiv="Content-Security-Policy" content="{csp}">', 1
-        )
-        + f'<script type="application/json" id="fxtr-data">{safe_json(data)}</script>\n'
-        + "\n".join(details)
-        + f"\n<script>{script}</script>"
-        + tail.replace('<script src="/app.js"></script>', "").replace(
-            '<script src="/agents.js"></script>', ""
-        )
-    )
+    return page(safe_json(data), details)

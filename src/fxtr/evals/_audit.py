@@ -16,8 +16,11 @@ Choices made here:
 - The corrected value is :func:`fxtr.stats.corrected_proportion` of the group's raw mean
   ``p`` with ``n`` = the group's scored cases (with samples, ``p(1 − p)/n`` bounds the
   variance of a mean of per-case fractions from above, so the interval errs wide).
-- A judge is unusable when ``q0 + q1 ≤ 1``, or when the gold set has no negative or no
-  positive case (one of the two rates is unknown); its groups keep their raw gate.
+- A judge is usable only when it is clearly better than chance: the Wilson lower bounds of
+  ``q0`` and ``q1`` sum to more than 1 (``q0 + q1 > 1`` alone lets a judge right 55% and 50%
+  of the time through, whose correction divides by 0.05 and says 1.000 [0, 1]). An unusable
+  judge, or a gold set with no negative or no positive case (one of the two rates is
+  unknown), leaves its groups gated on their raw mean.
 """
 
 from __future__ import annotations
@@ -153,7 +156,7 @@ def judge_figures(audit: Mapping[str, Any], group: Mapping[str, Any]) -> dict[st
     mine = next((g for g in audit.get("groups") or [] if g["group"] == dict(group)), None)
     q0 = _rate(gold["failed_negatives"], gold["negatives"]) if gold else None
     q1 = _rate(gold["passed_positives"], gold["positives"]) if gold else None
-    usable = None if gold is None else bool(q0 and q1 and q0["value"] + q1["value"] > 1)
+    usable = None if gold is None else bool(q0 and q1 and q0["low"] + q1["low"] > 1)
     out: dict[str, Any] = {
         "q0": q0,
         "q1": q1,
@@ -178,7 +181,8 @@ def apply_judge(
 
     A group with a usable gold set gets ``corrected: {value, stderr, low, high}`` and passes
     when that value reaches the threshold (and no case is missing); an unusable judge leaves
-    the raw gate and is named in the returned notes.
+    the raw gate and is named in the returned notes. ``gated_on`` says which value the gate
+    used (``corrected`` or ``raw``).
 
     Returns:
         Notes for the summary (the unusable judge, a gold set without negatives or positives).
@@ -192,6 +196,7 @@ def apply_judge(
         if figures["usable"] is None:
             continue
         g["corrected"] = None
+        g["gated_on"] = "raw"
         mean = g.get("mean")
         if not figures["usable"] or mean is None or g.get("range") != [0.0, 1.0]:
             continue
@@ -202,6 +207,7 @@ def apply_judge(
         )
         g["corrected"] = {"value": est.value, "stderr": est.stderr, "low": est.low,
                           "high": est.high}
+        g["gated_on"] = "corrected"
         g["passed"] = _passed(est.value, threshold, g.get("missing", 0) + g.get("incomplete", 0))
     first = groups[0]["judge"] if groups else None
     if first is not None and first["usable"] is False:
@@ -217,6 +223,8 @@ def unusable_note(figures: Mapping[str, Any]) -> str:
         lacking = "negative (label 0)" if q0 is None else "positive (label 1)"
         return f"judge {who}: no {lacking} gold case, not corrected: gated on the raw mean"
     return (
-        f"judge {who} is unusable (q0 + q1 = {q0['value'] + q1['value']:.3f} <= 1 on "
-        f"{figures.get('gold')} gold cases): gated on the raw mean"
+        f"judge {who} is unusable: not clearly better than chance (the Wilson lower bounds of "
+        f"q0 {q0['value']:.3f} and q1 {q1['value']:.3f} sum to {q0['low'] + q1['low']:.3f}, "
+        f"not above 1, on {figures.get('gold')} gold cases): gated on the raw mean; a better "
+        "judge or more gold cases can make it usable"
     )

@@ -63,6 +63,10 @@ async def generate(context: StepContext, model: Model, case: Case) -> ModelRespo
     return await call(model, request_for(model, case_prompt(case), context.sample))
 
 
+SANDBOX_GRADERS: dict[str, Any] = {}
+"""``sandbox_check``'s grader of an answer, registered by ``fxtr.sandbox`` when imported."""
+
+
 @step(name="fxtr.score")
 async def score(context: StepContext, scorer: Scorer, case: Case, response: ModelResponse) -> Score:
     """Grade one response; a judge's call is recorded with the role ``judge``.
@@ -75,6 +79,21 @@ async def score(context: StepContext, scorer: Scorer, case: Case, response: Mode
     if scorer.kind not in JUDGES:
         return scorer.grade(case, completion)
     return await _judged(context, scorer, case, completion)
+
+
+@step(name="fxtr.score_in_sandbox")
+async def score_in_sandbox(
+    context: StepContext, scorer: Scorer, case: Case, response: ModelResponse
+) -> Score:
+    """Grade one response in a sandbox (``sandbox_check(..., answer_to=PATH)``).
+
+    The answer is written into the sandbox's tree, then its command runs there. A step of
+    its own, not a branch of ``score``: a step's code is in the fingerprint of every score a
+    store holds, so ``score`` keeps its code.
+    """
+    grade_answer = SANDBOX_GRADERS["answer"]
+    graded: Score = await grade_answer(context, scorer, case, response.text)
+    return graded
 
 
 async def _as_asked(
@@ -126,7 +145,18 @@ async def evaluate(
         return await audited_scores(context, spec, handles, samples, (generate, score))
     return context.run_step(
         "score",
-        score,
+        score_in_sandbox if spec.kind == "sandbox_check" else score,
         {"scorer": scorer, "case": case, "response": responses},
         map_over=["model", "case", "sample"],
     )
+
+
+evaluate.input_help = {  # type: ignore[attr-defined]  # read by launch's input check
+    "scorer": (
+        "An eval scores with one scorer: for several, write one eval (test function) per "
+        "scorer, each with its own threshold (test_qa_includes with inputs={'scorer': "
+        "includes()}, test_qa_exact with inputs={'scorer': exact()}); each eval's score "
+        "group, gate and viewer page are its own. With an agent, scorer(FUNCTION) may also "
+        "grade several things into one Score."
+    )
+}

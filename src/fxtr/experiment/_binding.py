@@ -380,7 +380,7 @@ def _plans(
     keylists: list[tuple[Any, ...]],
     chunk: int,
 ) -> Iterator[Chunk]:
-    base_hash = hashlib.sha256(f"{step.name}\0{step.version!r}\0{step.source_hash}".encode())
+    base_hash = hashlib.sha256(f"{step.name}\0{step.version!r}\0{step.code_id}".encode())
     names = sorted(b.param.name for b in bindings)
     fp_memo: list[dict[Any, str]] = [{} for _ in bindings]
     verify = run.mode == "verify"

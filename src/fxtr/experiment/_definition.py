@@ -7,10 +7,9 @@ import hashlib
 import inspect
 import textwrap
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, NoReturn, ParamSpec, TypeVar
+from typing import Any, Generic, ParamSpec, TypeVar
 
 from fxtr.experiment._signature import Signature, read_signature
-from fxtr.experiment.errors import SignatureError
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -83,10 +82,24 @@ class StepDefinition(Generic[P, R]):
 
     @property
     def source_hash(self) -> str:
-        """Hash of the step's normalized source (part of every fingerprint)."""
+        """Hash of the step's normalized source."""
         if self._source_hash is None:
             self._source_hash = _normalized_source_hash(self.fn)
         return self._source_hash
+
+    @property
+    def code_id(self) -> str:
+        """What stands for the step's code in its fingerprint.
+
+        Its ``version=`` when one is given (a refactor that keeps the version keeps the cache;
+        bumping it says the results change), else its normalized source (code drift).
+        """
+        return self.source_hash if self.version is None else f"version:{self.version}"
+
+    @property
+    def code_counts(self) -> bool:
+        """Whether a change of the step's source is a change of its results (no version)."""
+        return self.version is None
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         msg = (
@@ -124,16 +137,15 @@ class WorkflowDefinition(Generic[P, R]):
         return f"<workflow {self.name!r} ({self.path})>"
 
 
-def _refuse_bare(kind: str, fn: Any) -> NoReturn:
-    """Refuse ``@step`` / ``@workflow`` written without its parentheses, naming the fix."""
-    fn_name = getattr(fn, "__name__", "fn")
-    module = (getattr(fn, "__module__", "") or "").rpartition(".")[2]
-    suggested = f"{module}.{fn_name}" if module and module != "__main__" else fn_name
-    msg = (
-        f"@{kind} needs a name: write @{kind}(name={suggested!r}) above "
-        f"'async def {fn_name}(...)' (a bare @{kind} was given)."
-    )
-    raise SignatureError(msg)
+def _default_name(fn: Any) -> str:
+    """A step's or workflow's name when ``name=`` is left out: its module and qualified name.
+
+    ``evals.qa.answer`` for ``answer`` in ``evals/qa.py``; renaming or moving the function
+    moves its cache (its addresses and fingerprints change).
+    """
+    module = getattr(fn, "__module__", None) or "__main__"
+    qualname = str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "fn"))
+    return f"{module}.{qualname.replace('<locals>.', '')}"
 
 
 def step(
@@ -148,18 +160,22 @@ def step(
     """Declare a step: the place where expensive or nondeterministic work happens.
 
     Args:
-        name: the step's name, recorded on every invocation (``"qa.answer"``).
-        version: part of the fingerprint; change it to recompute results on purpose.
+        name: the step's name, recorded on every invocation (``"qa.answer"``). Left out
+            (``@step`` or ``@step()``), it is the function's module and qualified name, so
+            renaming or moving the function moves its cache.
+        version: stands for the step's code in the fingerprint: a refactor that keeps the
+            version keeps the cache, and a new version recomputes on purpose (without
+            review). Without it, the step's normalized source is in the fingerprint.
         timeout: seconds one invocation may take before it fails with ``TimeoutError``.
         concurrency: at most this many invocations of this step run at once in a job.
 
     Raises:
-        SignatureError: an annotation is missing or not one fxtr understands, or the
-            decorator was written bare (``@step`` without ``(name=...)``).
+        SignatureError: an annotation is missing or not one fxtr understands.
     """
-    if _fn is not None:
-        _refuse_bare("step", _fn)
-    name = _check_name("step", name)
+    if _fn is not None:  # written bare: @step
+        return step(name=name, version=version, timeout=timeout, concurrency=concurrency)(_fn)  # type: ignore[return-value]
+    if name is not None:
+        _check_name("step", name)
     if timeout is not None and (
         isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0
     ):
@@ -173,7 +189,13 @@ def step(
         raise ValueError(msg)
 
     def decorate(fn: Callable[P, Awaitable[R]]) -> StepDefinition[P, R]:
-        return StepDefinition(fn, name, version, timeout, concurrency)
+        return StepDefinition(
+            fn,
+            _check_name("step", _default_name(fn) if name is None else name),
+            version,
+            timeout,
+            concurrency,
+        )
 
     return decorate
 
@@ -184,18 +206,21 @@ def workflow(
     """Declare a workflow: a deterministic ``async def`` that schedules steps.
 
     Args:
-        name: the workflow's name; the root of every address under it.
+        name: the workflow's name; the root of every address under it. Left out, it is the
+            function's module and qualified name.
 
     Raises:
-        SignatureError: an annotation is missing or not one fxtr understands, or the
-            decorator was written bare (``@workflow`` without ``(name=...)``).
+        SignatureError: an annotation is missing or not one fxtr understands.
     """
-    if _fn is not None:
-        _refuse_bare("workflow", _fn)
-    name = _check_name("workflow", name)
+    if _fn is not None:  # written bare: @workflow
+        return workflow(name=name)(_fn)  # type: ignore[return-value]
+    if name is not None:
+        _check_name("workflow", name)
 
     def decorate(fn: Callable[P, Awaitable[R]]) -> WorkflowDefinition[P, R]:
-        return WorkflowDefinition(fn, name)
+        return WorkflowDefinition(
+            fn, _check_name("workflow", _default_name(fn) if name is None else name)
+        )
 
     return decorate
 

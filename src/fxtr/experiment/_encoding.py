@@ -70,10 +70,13 @@ def to_tree(value: Any, path: tuple[Any, ...] = ()) -> Any:
             raise EncodingError(msg)
         return {"$dict": sorted([k, to_tree(v, (*path, k))] for k, v in value.items())}
     if isinstance(value, Entity):
-        fields = {
-            name: to_tree(getattr(value, name), (*path, name))
-            for name in type(value).__entity_fields__
-        }
+        added = t.__entity_defaults__
+        fields = {}
+        for name in t.__entity_fields__:
+            field = getattr(value, name)
+            if name in added and type(field) is type(added[name]) and field == added[name]:
+                continue  # a field added later, at its default: encoded as before it existed
+            fields[name] = to_tree(field, (*path, name))
         return {"$entity": entity_type_key(t), "v": fields}
     if t is BoundID:
         return {"$ref": entity_type_key(value.entity_type), "id": value.id}

@@ -66,6 +66,7 @@ from fxtr.experiment._graph import (
 )
 from fxtr.experiment._handle import ArrayHandle, make_handle
 from fxtr.experiment._heartbeat import LEASE, Heartbeat
+from fxtr.experiment._queue import not_in_a_body, queue_while_body_runs, run_body_queued
 from fxtr.experiment._records import Invocation, WorkflowRun
 from fxtr.experiment._replay import check_ops_complete, record_op
 from fxtr.experiment._signature import Param
@@ -135,6 +136,8 @@ class Run:
         self.conflict = conflict
         self.prior = prior if prior is not None else {}
         self.expected_ops = expected_ops or {}
+        self.expected_by_name: dict[str, dict[str, dict[str, Any]]] = {}
+        """The recorded operations of each workflow invocation by name (``_replay``)."""
         self.holder = holder
         self.lease = lease
         self.executor = executor or LOCAL
@@ -171,10 +174,16 @@ class Run:
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
         context = contextvars.copy_context()
         context.run(hermetic.watching.set, None)  # engine work is not the body's
+        context.run(not_in_a_body)
         task = asyncio.get_running_loop().create_task(coro, context=context)
         self.pending.add(task)
         task.add_done_callback(self._task_done)
         return task
+
+    def start_work(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Start an operation's work now, or when the scheduling body suspends (``_queue``)."""
+        if not queue_while_body_runs(coro):
+            self.spawn(coro)
 
     def _task_done(self, task: asyncio.Task[Any]) -> None:
         self.pending.discard(task)
@@ -267,6 +276,11 @@ class Run:
 
         log.warning("a batch could not be stored (%s); writing it in parts", error)
         lost: dict[str, str] = {}
+        if batch.blobs:  # parts first: an entry written apart must not name a part not stored
+            try:
+                self.store.write(Batch(blobs=batch.blobs))
+            except Exception as exc:
+                log.warning("parts could not be stored (%s); the results naming them miss", exc)
         for address, text in batch.entries.items():
             one = Batch(entries={address: text}, keep=batch.keep)
             try:
@@ -426,9 +440,9 @@ class Run:
         node = Node(self, dims, value_type, address, f"{kind} {callee.name!r}")
         op = Operation(address, bindings, map_over, samples, ctx.sample)
         if kind == "step":
-            self.spawn(run_step_op(self, op, callee, node))
+            self.start_work(run_step_op(self, op, callee, node))
             return make_handle(node)
-        self.spawn(self._workflow_op(op, callee, concrete, node))
+        self.start_work(self._workflow_op(op, callee, concrete, node))
         return make_handle(node) if result is not None else None
 
     def add_source(self, ctx: WorkflowContext, name: str, array: Array[Any]) -> ArrayHandle[Any]:
@@ -467,7 +481,7 @@ class Run:
         ctx = WorkflowContext(self, record, sample)
         token = hermetic.watching.set(record.warnings if self.hermetic else None)
         try:
-            result = await wf.fn(ctx, **kwargs)
+            result = await run_body_queued(wf.fn(ctx, **kwargs), self.spawn)
         except UpstreamFailedError as exc:
             record.status = "skipped"
             record.error = f"UpstreamFailedError: {exc}"

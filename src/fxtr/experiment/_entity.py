@@ -60,11 +60,28 @@ class Entity:
     """
 
     __entity_fields__: ClassVar[tuple[str, ...]] = ()
+    __added_fields__: ClassVar[tuple[str, ...]] = ()
+    """Fields added to the class after stores held its values: left out of the encoding (so
+    out of ids and fingerprints) while they hold their default, so values made before and
+    after the field was added encode alike and cached results keep serving."""
+    __entity_defaults__: ClassVar[dict[str, Any]] = {}
+    """The default of each added field (``__added_fields__``)."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         dataclasses.dataclass(frozen=True, kw_only=True)(cls)
-        cls.__entity_fields__ = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]
+        cls.__entity_fields__ = tuple(f.name for f in fields)
+        cls.__entity_defaults__ = {
+            f.name: f.default for f in fields if f.name in cls.__added_fields__
+        }
+        missing = set(cls.__added_fields__) - set(cls.__entity_defaults__)
+        if missing or dataclasses.MISSING in cls.__entity_defaults__.values():
+            msg = (
+                f"Entity {cls.__qualname__}: __added_fields__ names fields that must exist and "
+                f"have a plain default: {sorted(missing) or cls.__added_fields__}."
+            )
+            raise TypeError(msg)
         _REGISTRY[entity_type_key(cls)] = cls
         _check_field_types(cls)
 

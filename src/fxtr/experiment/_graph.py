@@ -181,7 +181,7 @@ def field_node(source: Node, path: tuple[str, ...]) -> Node:
         array = Array(value.array.dim_specs, value.array._keys, out, node.value_type)
         node.future.set_result(Value(array, value.missing))
 
-    run.spawn(project())
+    run.start_work(project())
     return node
 
 

@@ -21,8 +21,8 @@ from fxtr.experiment._entity import BoundID, Entity
 from fxtr.experiment._graph import Value
 from fxtr.experiment._records import Invocation
 from fxtr.experiment._types import check_value, format_dims, is_entity_type, type_name
-from fxtr.experiment._why import explain
-from fxtr.models._classify import classify, failure_category
+from fxtr.experiment._why import DAMAGED, DAMAGED_KEPT, explain
+from fxtr.models._classify import step_failure
 from fxtr.store import CacheEntry
 
 if TYPE_CHECKING:
@@ -53,9 +53,10 @@ async def invoke(
     if replaced is not None:  # it runs at a known address: say what changed
         found = CacheEntry.from_text(replaced)
         inv.found = found.key
-        inv.changed = explain(run, step, fps, found)
+        damaged = address in run.damaged  # the kept entry of these inputs was
+        inv.changed = [DAMAGED_KEPT] if damaged else explain(run, step, fps, found)
     elif address in run.damaged:
-        inv.changed = ["the entry was damaged (recomputed)"]
+        inv.changed = [DAMAGED]
     step_sem = step_semaphore(run, step)
     try:
         async with run.sem:
@@ -96,8 +97,11 @@ async def invoke(
         "created_at": inv.ended_at,
     }
     code = code_reached(inv.model_calls) if inv.calls else None
-    entry = CacheEntry(fp or "", version_str(step.version), text, usage, meta, code=code)
     batch = run.queue()
+    if ctx._blobs:  # the parts its result names, in the same batch as the entry
+        meta["parts"] = sorted(ctx._blobs)
+        batch.blobs.update(ctx._blobs)
+    entry = CacheEntry(fp or "", version_str(step.version), text, usage, meta, code=code)
     batch.entries[address] = entry.to_text()  # the store keeps the entry it displaces
     batch.released.append(address)
     run.held.discard(address)
@@ -122,14 +126,29 @@ def failed(run: Run, step: StepDefinition[..., Any], inv: Invocation, exc: BaseE
     remote = getattr(exc, "remote_traceback", None)  # raised on an executor's worker
     inv.error = str(exc) if remote else f"{type(exc).__name__}: {exc}"
     inv.traceback = remote or "".join(traceback.format_exception(exc))
-    inv.reason = classify(exc)
-    inv.category = failure_category(exc)
+    inv.reason, inv.category = step_failure(exc, inv.model_calls)
+    if run.attempt >= STALL_RUN and stalled(run, address):
+        inv.reason = "stall"
     # processes that joined this attempt and wait on our claim take this failure instead
     # of running the step again
     run.queue().failures[f"{run.job_id}|{run.attempt}|{address}"] = json.dumps(inv.to_json())
     release(run, address)
     run.finish(inv)
     return Value(None, cause=f"step {step.name!r} failed at {address!r}: {inv.error}")
+
+
+STALL_RUN = 3
+"""The failed attempt at one address that makes a retry loop: the third in a row (DESIGN §3's
+``stall``, with a job's attempts as the retries of its steps)."""
+
+
+def stalled(run: Run, address: str) -> bool:
+    """Whether the ``STALL_RUN - 1`` attempts before this one failed at ``address`` too.
+
+    Each attempt's failures are kept in the store by job, attempt and address.
+    """
+    keys = [f"{run.job_id}|{run.attempt - k}|{address}" for k in range(1, STALL_RUN)]
+    return len(run.store.get_failures(keys)) == len(keys)
 
 
 def release(run: Run, address: str) -> None:

@@ -100,7 +100,14 @@ def root_kwargs(
                     f"{type_name(b.param.value_type)} values, but {len(bad)} do not; first at "
                     f"{key!r}: {type(value).__name__} {value!r:.60}."
                 )
-                raise SignatureError(msg)
+                if isinstance(value, list | tuple) and not b.param.dims:
+                    msg = (
+                        f"Launching workflow {wf.name!r}: input {b.param.name!r} takes one "
+                        f"{type_name(bound_target(b.param.value_type) or b.param.value_type)}, "
+                        f"got a {type(value).__name__} of {len(value)}."
+                    )
+                    msg += " " + getattr(wf, "input_help", {}).get(b.param.name, "")
+                raise SignatureError(msg.rstrip())
             b.node.value_type = b.param.value_type
     return {**{b.param.name: make_handle(b.node) for b in bindings}, **concrete}
 

@@ -9,6 +9,7 @@ never runs a step or writes to the store.
 
 from __future__ import annotations
 
+import difflib
 from typing import TYPE_CHECKING, Any
 
 from fxtr.experiment._graph import Value, decoded
@@ -21,37 +22,57 @@ if TYPE_CHECKING:
 
 
 def record_op(run: Run, workflow: WorkflowRun, desc: dict[str, Any]) -> None:
-    """Append an operation to a workflow invocation's list; compare with the record."""
-    ops = run.ops.setdefault(workflow.address, [])
-    position = len(ops)
-    ops.append(desc)
-    expected = run.expected_ops.get(workflow.address)
-    if expected is not None and position < len(expected):
-        if expected[position] != desc:
-            raise DeterminismError(
-                determinism_message(workflow, position, desc, expected[position])
-            )
+    """Append an operation to a workflow invocation's list; compare it with the record.
+
+    Operations are matched by name, never by position ("Names are how fxtr matches a replayed
+    operation with the recorded one"): a body that schedules from concurrent branches
+    (``asyncio.gather``, a task group) may schedule in another order and still replays.
+    """
+    run.ops.setdefault(workflow.address, []).append(desc)
+    expected = _recorded_by_name(run, workflow.address)
+    want = None if expected is None else expected.get(desc["name"])
+    if want is not None:
+        if want != desc:
+            raise DeterminismError(determinism_message(workflow, desc, want))
     elif run.mode == "verify":
+        expected = expected or {}
+        recorded = list(expected)
+        names = ", ".join(repr(n) for n in recorded[:10]) or "none"
+        close = difflib.get_close_matches(desc["name"], recorded, n=1)
+        hint = f" (the record has {op_str(expected[close[0]])} instead?)" if close else ""
         msg = (
-            f"Workflow {workflow.workflow!r} at {workflow.address!r} is not deterministic: "
-            f"on replay, operation {position} is {op_str(desc)} but the record ends after "
-            f"{position} operation(s). Move randomness, time and I/O into a step."
+            f"Workflow {workflow.workflow!r} is not deterministic: on replay, at "
+            f"{workflow.address!r}, it schedules {op_str(desc)}, which the record "
+            f"lacks{hint}; recorded operations: {names}{' ...' if len(recorded) > 10 else ''}. "
+            "Move randomness, time and I/O into a step."
         )
         raise DeterminismError(msg)
 
 
+def _recorded_by_name(run: Run, address: str) -> dict[str, dict[str, Any]] | None:
+    """The recorded operations of a workflow invocation by name (made once a pass)."""
+    index = run.expected_by_name.get(address)
+    if index is None:
+        expected = run.expected_ops.get(address)
+        if expected is None:
+            return None
+        index = run.expected_by_name[address] = {op["name"]: op for op in expected}
+    return index
+
+
 def check_ops_complete(run: Run, workflow: WorkflowRun) -> None:
-    """In a verifying replay, the body must schedule every recorded operation."""
+    """In a verifying replay, the body must schedule every recorded operation (by name)."""
     if run.mode != "verify":
         return
     expected = run.expected_ops.get(workflow.address, [])
-    done = len(run.ops.get(workflow.address, []))
-    if done < len(expected):
+    done = {op["name"] for op in run.ops.get(workflow.address, [])}
+    missing = [op for op in expected if op["name"] not in done]
+    if missing:
         msg = (
-            f"Workflow {workflow.workflow!r} at {workflow.address!r} is not deterministic: "
-            f"on replay it scheduled {done} operation(s), but the record has "
-            f"{len(expected)}; the first missing is {op_str(expected[done])}. Move "
-            "randomness, time and I/O into a step."
+            f"Workflow {workflow.workflow!r} is not deterministic: on replay, at "
+            f"{workflow.address!r}, it scheduled {len(done)} operation(s), but the record has "
+            f"{len(expected)}; missing: {', '.join(op_str(op) for op in missing[:5])}"
+            f"{' ...' if len(missing) > 5 else ''}. Move randomness, time and I/O into a step."
         )
         raise DeterminismError(msg)
 
@@ -91,15 +112,14 @@ def op_str(desc: dict[str, Any]) -> str:
     return f"{desc['name']!r}{callee}"
 
 
-def determinism_message(
-    workflow: WorkflowRun, position: int, got: dict[str, Any], want: dict[str, Any]
-) -> str:
+def determinism_message(workflow: WorkflowRun, got: dict[str, Any], want: dict[str, Any]) -> str:
     diffs = []
     for key in sorted(set(got) | set(want)):
         if got.get(key) != want.get(key):
             diffs.append(f"{key}: recorded {want.get(key)!r}, replayed {got.get(key)!r}")
     return (
-        f"Workflow {workflow.workflow!r} is not deterministic: on replay, operation {position} "
-        f"at {workflow.address!r} is {op_str(got)} but the record has {op_str(want)}. "
-        f"Differences: {'; '.join(diffs)}. Move randomness, time and I/O into a step."
+        f"Workflow {workflow.workflow!r} is not deterministic: on replay, the operation named "
+        f"{got['name']!r} at {workflow.address!r} is {op_str(got)} but the record has "
+        f"{op_str(want)}. Differences: {'; '.join(diffs)}. Move randomness, time and I/O "
+        "into a step."
     )

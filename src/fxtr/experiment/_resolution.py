@@ -23,7 +23,7 @@ from fxtr.experiment._graph import Value, decoded
 from fxtr.experiment._invocation import invoke
 from fxtr.experiment._records import Invocation
 from fxtr.experiment._replay import replayed
-from fxtr.experiment._why import explain
+from fxtr.experiment._why import explain, review_summary
 from fxtr.models._mock import code_changed
 from fxtr.store import CacheEntry
 
@@ -71,17 +71,26 @@ def decide(
         if value is not None:
             return "hit", value
         entry = CacheEntry.damaged_entry()  # its result cannot be decoded
+    held = False  # a kept entry of these inputs, damaged: they are no conflict
     for other in kept or ():
         if not other.damaged and matches(other, fp):
             value = hit(run, step, address, fps, fp, other)
             if value is not None:
                 run.queue().current[address] = other.key
                 return "hit", value
-    if entry.damaged:  # never served: recomputed, and counted
+        held = held or other.damaged or matches(other, fp)
+    if entry.damaged or held:  # never served: recomputed, and counted
         run.damaged[address] = None
-        return "run", None
+        return "run", None if entry.damaged else entry.to_text()
     if entry.version != version_str(step.version) or run.conflict == "overwrite":
         return "run", entry.to_text()
+    same_inputs = entry.meta.get("inputs") == fps
+    if not step.code_counts and same_inputs and matches(entry, entry.fingerprint):
+        # written while the source of a versioned step was in its fingerprint (before the
+        # version stood for the code): the same version and inputs, so the same result
+        value = hit(run, step, address, fps, fp, entry)
+        if value is not None:
+            return "hit", value
     conflict = conflict_of(run, step, entry, fps)
     inv = Invocation(
         address,
@@ -278,8 +287,13 @@ def hit(
     """The entry's result served, or None when its text cannot be decoded.
 
     Such an entry is damaged though its checksum matched (written damaged, or by a buggy or
-    newer writer): a miss, recomputed and counted, never a crash.
+    newer writer): a miss, recomputed and counted, never a crash. So is one that names a
+    part (``StepContext.put_blobs``) the store lacks, or holds damaged: never a hit that
+    fails later.
     """
+    parts = entry.parts
+    if parts and len(run.store.get_blobs(parts)) < len(set(parts)):
+        return None
     try:
         return served(run, step, address, fps, fp, entry.result, entry.usage)
     except _UNDECODABLE:
@@ -372,18 +386,8 @@ def conflict_of(
     cached_inputs = meta.get("inputs", {})
     changed = sorted(k for k in set(fps) | set(cached_inputs) if fps.get(k) != cached_inputs.get(k))
     parts = explain(run, step, fps, entry)
-    inputs = [p for p in parts if p.split(".")[0].split("[")[0].split(" ")[0] in changed]
-    source = meta.get("source") != step.source_hash
-    what = []
-    if changed:
-        what.append(f"input(s) {', '.join(changed)} changed ({', '.join(inputs) or '?'})")
-    if source:
-        what.append(f"code of {step.name} changed (code drift)")
-    models = [p for p in parts if p.startswith("code of ") and p != f"code of {step.name}"]
-    if models:
-        what.append(f"{', '.join(models)} changed (a mock model's reply)")
-    if not what:
-        what.append("the fingerprint changed")
+    source = step.code_counts and meta.get("source") != step.source_hash
+    what = review_summary(run, step, fps, entry)
     return {
         "inputs": changed,
         "source": source,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
+import textwrap
 import typing
 from collections.abc import Callable
 from typing import Any, Literal
@@ -51,6 +53,50 @@ class Signature:
     params: dict[str, Param]
     result: Param | None
     """``None`` for a workflow that returns nothing."""
+
+
+_CONTEXT_NAMES = frozenset({"ctx", "_ctx", "context_", "_context", "cx", "c", "_"})
+"""Names users give the context parameter, unannotated, when they do not call it ``context``."""
+
+
+def _written(fn: Callable[..., Any]) -> dict[str, str]:
+    """Each parameter's text exactly as the source writes it (``{}`` without a source)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(fn))
+        tree = ast.parse(source)
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    node = next(
+        (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)),
+        None,
+    )
+    if node is None:
+        return {}
+    a = node.args
+    texts: dict[str, str] = {}
+    positional = [*a.posonlyargs, *a.args]
+    defaults: list[ast.expr | None] = [None] * (len(positional) - len(a.defaults))
+    pairs = [
+        *zip(positional, [*defaults, *a.defaults], strict=True),
+        *zip(a.kwonlyargs, a.kw_defaults, strict=True),
+    ]
+    for arg, default in pairs:
+        text = arg.arg
+        if arg.annotation is not None:
+            text += f": {ast.get_source_segment(source, arg.annotation)}"
+        if default is not None:
+            text += f" = {ast.get_source_segment(source, default)}"
+        texts[arg.arg] = text
+    return texts
+
+
+def _is_context_stand_in(param: inspect.Parameter, ctx: str) -> bool:
+    """Whether a first parameter is the context under another name (``ctx: StepContext``)."""
+    ann = param.annotation
+    if ann is inspect.Parameter.empty:
+        return param.name in _CONTEXT_NAMES
+    name = ann if isinstance(ann, str) else getattr(ann, "__name__", "")
+    return name.rpartition(".")[2] in ("StepContext", "WorkflowContext", ctx)
 
 
 def _param_text(param: inspect.Parameter) -> str:
@@ -157,20 +203,13 @@ def read_signature(fn: Callable[..., Any], owner: Owner, label: str) -> Signatur
         raise SignatureError(msg)
     sig = inspect.signature(fn)
     parameters = list(sig.parameters.values())
-    if not parameters or parameters[0].name != "context":
-        ctx = "StepContext" if owner == "step" else "WorkflowContext"
-        others = [_param_text(p) for p in parameters if p.name != "context"]
-        fixed = ", ".join([f"context: {ctx}", *others])
-        fn_name = getattr(fn, "__name__", "fn")
-        got = ", ".join(_param_text(p) for p in parameters) or "no parameters"
-        msg = (
-            f"{where_fn} must take 'context: {ctx}' as its first parameter (it takes "
-            f"{got}). Write: async def {fn_name}({fixed})"
-        )
-        raise SignatureError(msg)
+    first = _context_problem(fn, owner, where_fn, parameters)
+    inputs = parameters[1:] if first is None else first[1]
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
     except Exception as exc:
+        if first is not None:
+            raise SignatureError(" ".join(first[0])) from None
         msg = (
             f"{where_fn} has annotations that cannot be resolved ({exc}). Import every type "
             "its annotations name at module level."
@@ -178,7 +217,7 @@ def read_signature(fn: Callable[..., Any], owner: Owner, label: str) -> Signatur
         raise SignatureError(msg) from exc
     problems: list[str] = []
     params: dict[str, Param] = {}
-    for p in parameters[1:]:
+    for p in inputs:
         where = f"parameter {p.name!r}"
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
             problems.append(f"{where} is variadic; declare every input by name")
@@ -209,7 +248,40 @@ def read_signature(fn: Callable[..., Any], owner: Owner, label: str) -> Signatur
                 f"the result is {type_name(hints['return'])}, but a workflow returns a handle: "
                 'annotate it ScalarHandle[T] or Annotated[ArrayHandle[T], "[...]"]'
             )
+    if first is not None:
+        text, write = first[0]
+        also = f" Also fix: {'; '.join(problems)}." if problems else ""
+        msg = f"{text}{also} {write}"
+        raise SignatureError(msg)
     if problems:
         msg = f"{where_fn} has a bad signature: " + "; ".join(problems) + "."
         raise SignatureError(msg)
     return Signature(params, result)
+
+
+def _context_problem(
+    fn: Callable[..., Any], owner: Owner, where_fn: str, parameters: list[inspect.Parameter]
+) -> tuple[tuple[str, str], list[inspect.Parameter]] | None:
+    """For a first parameter that is not ``context``: the message, the fix, the inputs left.
+
+    The signature it suggests is accepted as written: the context takes the place of a
+    stand-in (``ctx``, ``ctx: StepContext``) or goes first, the other parameters stay as the
+    source writes them (the caller adds their own problems to the message).
+    """
+    if parameters and parameters[0].name == "context":
+        return None
+    ctx = "StepContext" if owner == "step" else "WorkflowContext"
+    written = _written(fn)
+    texts = [written.get(p.name) or _param_text(p) for p in parameters]
+    stand_in = bool(parameters) and _is_context_stand_in(parameters[0], ctx)
+    kept = [
+        (p, t)
+        for i, (p, t) in enumerate(zip(parameters, texts, strict=True))
+        if p.name != "context" and not (i == 0 and stand_in)
+    ]
+    fixed = ", ".join([f"context: {ctx}", *(t for _, t in kept)])
+    fn_name = getattr(fn, "__name__", "fn")
+    got = ", ".join(texts) or "no parameters"
+    rename = f"; rename {parameters[0].name!r} to 'context' in its body" if stand_in else ""
+    msg = f"{where_fn} must take 'context: {ctx}' as its first parameter (it takes {got}){rename}."
+    return (msg, f"Write: async def {fn_name}({fixed})"), [p for p, _ in kept]

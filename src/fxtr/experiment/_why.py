@@ -28,6 +28,15 @@ if TYPE_CHECKING:
 MAX_PARTS = 8
 """Differences named per input at most (the rest are counted)."""
 
+DAMAGED = "the entry was damaged (recomputed)"
+"""Why an invocation ran whose address's current entry was damaged."""
+DAMAGED_KEPT = (
+    "the entry kept for these inputs was damaged (recomputed; the current entry, of other "
+    "inputs, stays kept)"
+)
+"""Why an invocation ran whose inputs the address held in a kept entry that was damaged: the
+address held them, so it is no conflict (no review), and the entry is recomputed."""
+
 
 class Pending:
     """A run's store as ``changed_parts`` reads it: with the values not yet flushed."""
@@ -76,7 +85,7 @@ def changed_parts(
     parts = input_parts(store, meta.get("inputs") or {}, fps, memo)
     if meta.get("step") not in (None, step.name):
         parts.append(f"step ({meta['step']} → {step.name})")
-    elif meta.get("source") is not None and meta.get("source") != step.source_hash:
+    elif step.code_counts and meta.get("source") not in (None, step.source_hash):
         parts.append(f"code of {step.name}")
     version = None if step.version is None else str(step.version)
     if entry.version != version:
@@ -84,6 +93,47 @@ def changed_parts(
     if entry.code:
         parts += [f"code of {name}" for name in sorted(code_changed(entry.code))]
     return parts or ["the fingerprint (another fxtr's encoding)"]
+
+
+def review_summary(
+    run: Run, step: StepDefinition[..., Any], fps: dict[str, str], entry: CacheEntry
+) -> list[str]:
+    """What a review's message says differs from the entry, one clause per kind of change.
+
+    ``input(s) NAMES changed (FIELD PATHS)`` for values; ``code of TOOL changed`` for the code
+    of a function an input holds (a tool's, a scorer's); ``code of STEP changed (code
+    drift)``; ``code of mock/NAME changed (a mock model's reply)``.
+    """
+    store, memo = Pending(run), run.why_memo
+    old = entry.meta.get("inputs") or {}
+    names = sorted(n for n in set(fps) | set(old) if fps.get(n) != old.get(n))
+    inputs: list[str] = []
+    fields: list[str] = []
+    codes: list[str] = []
+    for name in names:
+        parts = input_parts(
+            store,
+            {name: old[name]} if name in old else {},
+            {name: fps[name]} if name in fps else {},
+            memo,
+        )
+        own = [p for p in parts if not p.startswith("code of ")]
+        codes += [p for p in parts if p.startswith("code of ")]
+        if own or len(own) == len(parts):
+            inputs.append(name)
+            fields += own
+    what = []
+    if inputs:
+        what.append(f"input(s) {', '.join(inputs)} changed ({', '.join(fields) or 'values'})")
+    if codes:
+        what.append(f"{', '.join(codes)} changed")
+    if step.code_counts and entry.meta.get("source") != step.source_hash:
+        what.append(f"code of {step.name} changed (code drift)")
+    if entry.code:
+        models = [f"code of {name}" for name in sorted(code_changed(entry.code))]
+        if models:
+            what.append(f"{', '.join(models)} changed (a mock model's reply)")
+    return what or ["the fingerprint changed"]
 
 
 def input_parts(

@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import re
 import sys
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from fxtr.models._classify_text import (
@@ -304,12 +304,13 @@ def failure_category(error: Any) -> str | None:
     Transport errors keep their category (``timeout``, ``connection``): httpx's and httpx2's,
     and the official SDKs' ``APITimeoutError`` and ``APIConnectionError`` (openai, anthropic).
     """
-    recorded = getattr(error, CALL_FAILURE, None)
-    if isinstance(recorded, tuple) and len(recorded) == 2:
-        return recorded[1] if isinstance(recorded[1], str) else None
-    category = _provider_category(error)
-    if category is not None:
-        return category
+    for cause in _chain(error):
+        recorded = getattr(cause, CALL_FAILURE, None)
+        if isinstance(recorded, tuple) and len(recorded) == 2:
+            return recorded[1] if isinstance(recorded[1], str) else None
+        category = _provider_category(cause)
+        if category is not None:
+            return category
     category = _sdk_transport_category(error)
     if category is not None:
         return category
@@ -339,10 +340,57 @@ def classify(error: Any) -> str:
             code that raised, httpx's and the SDKs' transport errors included) is
             ``tool_error``.
     """
-    recorded = getattr(error, CALL_FAILURE, None)  # a model call's error: the call's reason
-    if isinstance(recorded, tuple) and recorded and recorded[0] in REASONS:
-        return str(recorded[0])
-    category = _provider_category(error)
-    if category is None:
-        return "tool_error"
-    return REASON_OF_CATEGORY.get(category, "unknown")
+    for cause in _chain(error):  # the error, then what it was raised from or while handling
+        recorded = getattr(cause, CALL_FAILURE, None)  # a model call's error: its reason
+        if isinstance(recorded, tuple) and recorded and recorded[0] in REASONS:
+            return str(recorded[0])
+        category = _provider_category(cause)
+        if category is not None:
+            return REASON_OF_CATEGORY.get(category, "unknown")
+    return "tool_error"
+
+
+def _chain(error: Any) -> Iterable[Any]:
+    """The error, then those it was raised from or while handling, each once.
+
+    ``__cause__``, else ``__context__`` unless ``raise ... from None`` hid it.
+
+    So a step that raises ``RuntimeError(...) from failure`` (or inside ``except``) while a
+    model call's error is handled takes that call's reason, not ``tool_error``.
+    """
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        yield error
+        cause = getattr(error, "__cause__", None)
+        if cause is None and not getattr(error, "__suppress_context__", False):
+            cause = getattr(error, "__context__", None)
+        error = cause
+
+
+def call_reason(error: Any) -> str:
+    """The reason of a model call that failed with ``error``.
+
+    As ``classify``, except that an error carrying no provider information is ``unknown``:
+    a model call that crashed (a mock's reply function that raised, a client's bug) is not a
+    tool or step raising, so never ``tool_error``.
+    """
+    reason = classify(error)
+    return "unknown" if reason == "tool_error" else reason
+
+
+def step_failure(
+    error: BaseException, calls: Sequence[Mapping[str, Any]]
+) -> tuple[str, str | None]:
+    """The reason and category of a step (or tool, or node) that failed with ``error``.
+
+    The error's own (``classify``, through its chain); when it says nothing more than
+    ``tool_error`` and the last model call recorded inside the step failed, that call's: the
+    step failed because its model call did (the seed's ``qa.answer`` raises a plain
+    ``RuntimeError`` when ``generate_with_retries`` returns a ``ModelCallFailure``).
+    """
+    reason, category = classify(error), failure_category(error)
+    last = calls[-1] if calls else None
+    if reason == "tool_error" and last and last.get("status") == "failed" and last.get("reason"):
+        return str(last["reason"]), last.get("category") or category
+    return reason, category

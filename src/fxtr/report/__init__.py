@@ -4,6 +4,7 @@ What the pytest summary, the ``--fxtr-report`` JSON, the ``fxtr`` command and th
 is computed here once, from the store alone.
 """
 
+from fxtr.report._judges import judge_lines
 from fxtr.report._names import (
     attempt_status,
     find_store,
@@ -33,6 +34,7 @@ __all__ = [
     "format_usd",
     "invocation_detail",
     "job_records",
+    "judge_lines",
     "job_report",
     "job_row",
     "load_job",

@@ -154,7 +154,10 @@ def cell_table(evaluation: dict[str, Any]) -> dict[str, Any]:
         bar = pass_bar(thresholds.get(gkey), score.unit)
         view = cell_score(score, bar=bar, sampled=sampled)
         if score.value is None and unscored(cell):
-            view.update(missing=False, unscored=True, text=UNSCORED)
+            outcome = cell.get("outcome")  # what the test judged of the result
+            text = f"{UNSCORED} · {outcome}" if outcome else UNSCORED
+            view.update(missing=False, unscored=True, text=text, outcome=outcome)
+            view["failed"] = outcome == "failed"
         scored[(ckey, gkey)] = {**view, "index": index}
     return {"columns": columns, "rows": rows, "cells": scored, "binary": binary}
 

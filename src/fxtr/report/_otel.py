@@ -195,6 +195,38 @@ def _messages(messages: Iterable[dict[str, Any]]) -> str:
     return _text(out)
 
 
+CACHED_USAGE = "fxtr.cached_usage."
+"""Where a cached call's original tokens and cost go: not ``gen_ai.usage.*``, which backends
+(Arize Phoenix, Langfuse...) add up as spent."""
+
+
+def _usage(call: dict[str, Any], cached: bool) -> dict[str, Any]:
+    """A chat span's tokens and dollars, as spent or, for a cached call, as first spent.
+
+    A call made by this run carries the GenAI usage attributes (``gen_ai.usage.*``, which the
+    conventions recommend, never require) and its cost as ``llm.cost.total`` (OpenInference's
+    attribute, which Arize Phoenix and Arize AX read instead of pricing the tokens) and
+    ``fxtr.cost_usd``. A call served from the cache spent nothing: it carries none of these,
+    and its original figures under ``fxtr.cached_usage.*``, so no backend counts them again.
+    """
+    usage: dict[str, Any] = {
+        "input_tokens": int(call.get("input_tokens") or 0),
+        "output_tokens": int(call.get("output_tokens") or 0),
+    }
+    if call.get("cached_input_tokens"):
+        usage["cache_read.input_tokens"] = int(call["cached_input_tokens"])
+    cost = call.get("cost_usd")
+    if cached:
+        out = {CACHED_USAGE + key: value for key, value in usage.items()}
+        if cost is not None:
+            out[CACHED_USAGE + "cost_usd"] = float(cost)
+        return out
+    out = {"gen_ai.usage." + key: value for key, value in usage.items()}
+    if cost is not None:
+        out["llm.cost.total"] = out["fxtr.cost_usd"] = float(cost)
+    return out
+
+
 def _call_span(
     b: _Builder, call: dict[str, Any], parent: int, cached: bool, fallback: int | None
 ) -> None:
@@ -203,21 +235,16 @@ def _call_span(
         "gen_ai.operation.name": "chat",
         "gen_ai.provider.name": str(call.get("provider") or "unknown"),
         "gen_ai.request.model": model,
-        "gen_ai.usage.input_tokens": int(call.get("input_tokens") or 0),
-        "gen_ai.usage.output_tokens": int(call.get("output_tokens") or 0),
         "fxtr.cached": cached,
     }
+    attributes.update(_usage(call, cached))
     if call.get("status") not in (None, "succeeded"):
         attributes["fxtr.status"] = str(call["status"])
     stop = call.get("stop_reason")
     if stop:
         attributes["gen_ai.response.finish_reasons"] = (str(stop),)
-    if call.get("cached_input_tokens"):
-        attributes["gen_ai.usage.cache_read.input_tokens"] = int(call["cached_input_tokens"])
     if call.get("role"):
         attributes["fxtr.role"] = str(call["role"])
-    if call.get("cost_usd") is not None:
-        attributes["fxtr.cost_usd"] = float(call["cost_usd"])
     if call.get("reason"):
         attributes["fxtr.reason"] = str(call["reason"])
         attributes["error.type"] = str(call.get("category") or call["reason"])

@@ -120,9 +120,12 @@ def view_of(store: Store, record: dict[str, Any]) -> JobView:
 
 
 def format_usd(value: float | None) -> str:
-    """Dollars as the summary, the command and the viewer show them (6 places under a cent)."""
+    """Dollars as the summary, the command and the viewer show them (6 places under a cent).
+
+    ``n/a`` for a cost nobody knows (an unpriced model), never ``$0.0000``.
+    """
     if value is None:
-        return "-"
+        return "n/a"
     return f"${value:.4f}" if value >= 0.01 or value == 0 else f"${value:.6f}"
 
 
@@ -164,6 +167,7 @@ def _call_parts(inv: dict[str, Any]) -> list[tuple[str, str, int, int, int, floa
                 c.get("cost_usd"),
             )
             for c in calls
+            if not refused(c)
         ]
 
     def part(model: str, role: str, u: dict[str, Any]) -> tuple[str, str, int, int, int, Any]:
@@ -177,6 +181,11 @@ def _call_parts(inv: dict[str, Any]) -> list[tuple[str, str, int, int, int, floa
     return [part(str(model), role, u) for model, u in by_model.items()]
 
 
+def refused(call: dict[str, Any]) -> bool:
+    """A call the run's budget refused: never sent, so no call, no tokens, no cost."""
+    return call.get("category") == "budget_exhausted"
+
+
 def _add(
     row: dict[str, Any], part: tuple[str, str, int, int, int, float | None], cached: bool
 ) -> None:
@@ -184,6 +193,8 @@ def _add(
     if cached:  # not spent this attempt: what the cache saved
         if usd is not None:
             row["saved_usd"] = (row["saved_usd"] or 0.0) + usd
+        else:
+            row[_UNPRICED_CACHED] = True
         return
     row["calls"] += calls
     row["input_tokens"] += tokens_in
@@ -194,9 +205,18 @@ def _add(
         row["usd"] = (row["usd"] or 0.0) + usd
 
 
+_UNPRICED_CACHED = "_unpriced_cached"
+"""A row's mark (never shown): it has calls served from the cache without a known price."""
+
+
 def _settle(row: dict[str, Any]) -> dict[str, Any]:
-    """Dollars ``None`` only when calls were made and none had a known price."""
-    if row["usd"] is None and not row["unpriced_calls"]:
+    """Dollars ``None`` when no call of the row had a known price, made or served cached.
+
+    A model without a price is ``n/a`` on the run that paid for its calls and on every
+    cached rerun alike, never ``$0.0000``.
+    """
+    unpriced_cached = row.pop(_UNPRICED_CACHED, False)
+    if row["usd"] is None and not row["unpriced_calls"] and not unpriced_cached:
         row["usd"] = 0.0
     if row["saved_usd"] is None and (row["usd"] is not None):
         row["saved_usd"] = 0.0
@@ -241,6 +261,8 @@ def cost_of_invocations(invocations: list[dict[str, Any]]) -> dict[str, Any]:
         for target in (total, by_model[row["model"]], by_role[row["role"]]):
             for key in ("calls", "input_tokens", "output_tokens", "unpriced_calls"):
                 target[key] += row[key]
+            if row["usd"] is None and not row["unpriced_calls"]:
+                target[_UNPRICED_CACHED] = True
             for key in ("usd", "saved_usd"):
                 if row[key] is not None:
                     target[key] = (target[key] or 0.0) + row[key]

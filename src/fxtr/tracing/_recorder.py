@@ -274,9 +274,9 @@ class CallRecord:
         reply = clip(reply)
         error_text = _error_text(error) if error is not None else None
         if error is not None:  # the step that fails with this error takes the call's reason
-            from fxtr.models._classify import classify, failure_category, mark_call_failure
+            from fxtr.models._classify import call_reason, failure_category, mark_call_failure
 
-            reason = reason or classify(error)
+            reason = reason or call_reason(error)
             category = category or failure_category(error)
             mark_call_failure(error, reason, category)
         node = self.node

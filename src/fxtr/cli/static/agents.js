@@ -25,9 +25,14 @@
       return el("li", { class: "ev ev-assistant" }, parts);
     }
     var cls = "ev ev-tool" + (e.is_error ? " tool-error" : "");
-    return el("li", { class: cls, "data-call": e.id }, [
+    var shown = [
       el("div", { class: "who", text: "tool result · " + e.name + (e.is_error ? " · error (reason tool_error)" : "") }),
-      el("pre", { text: e.content })]);
+      el("pre", { text: e.content })];
+    if (e.env_changes && e.env_changes.length) {  // what the call changed in the environment
+      shown.push(el("div", { class: "muted small", text: "environment changed:" }));
+      shown.push(el("ul", { class: "env-changes" }, e.env_changes.map(function (c) { return el("li", { class: "mono", text: c }); })));
+    }
+    return el("li", { class: cls, "data-call": e.id }, shown);
   }
 
   function facts(t) {
@@ -37,13 +42,21 @@
     return bits.join(" · ");
   }
 
+  // a trajectory a failed step stopped: where, why (its reason) and the error
+  function failure(f, el) {
+    var where = f.address.slice(f.address.lastIndexOf("/") + 1);
+    return el("div", { class: "trajectory-failed", "data-reason": f.reason || "" }, [
+      el("div", { class: "who", text: "failed at " + where + " (" + f.step + ") · reason " + (f.reason || "unknown") }),
+      el("pre", { class: "error", text: f.error || "" })]);
+  }
+
   function trajectory(t, el) {
     var head = el("h3", { class: "trajectory-head" }, [
       el("span", { text: (t.sample !== null && t.sample !== undefined ? "sample " + t.sample + " · " : "") + "trajectory" }),
       el("span", { class: "stop stop-" + t.stop.replace(":", "-"), text: " " + t.stop }),
       el("span", { class: "muted small", text: " · " + facts(t) + (t.score !== undefined && t.score !== null ? " · score " + t.score : "") })]);
     var list = el("ol", { class: "trajectory" }, t.events.map(function (e) { return event(e, el); }));
-    var end = [el("div", { class: "answer" }, [el("span", { class: "muted", text: "answer " }),
+    var end = [t.failed ? failure(t.failed, el) : el("div", { class: "answer" }, [el("span", { class: "muted", text: "answer " }),
       t.answer === null ? el("span", { class: "muted", text: "none (" + t.stop + ")" }) : el("strong", { text: t.answer })])];
     if (t.env !== null && t.env !== undefined) {
       var env = [el("summary", { text: "final environment" })];

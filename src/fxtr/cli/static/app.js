@@ -36,7 +36,8 @@
     if ((m = path.match(/^\/api\/jobs\/([^/]+)\/graph$/))) { return DATA.graph[only(decodeURIComponent(m[1]))]; }
     if ((m = path.match(/^\/api\/jobs\/([^/]+)\/matrix$/))) { return embeddedMatrix(DATA.matrix[only(decodeURIComponent(m[1]))], params); }
     if ((m = path.match(/^\/api\/jobs\/([^/]+)\/cell$/))) {
-      return JSON.parse(document.getElementById("cell-" + Number(params.index)).textContent);  // parsed only when opened
+      var cells = "cell-" + (DATA.cell_prefix ? DATA.cell_prefix[only(decodeURIComponent(m[1]))] : "");  // a session's export: per job
+      return JSON.parse(document.getElementById(cells + Number(params.index)).textContent);  // parsed only when opened
     }
     if ((m = path.match(/^\/api\/jobs\/([^/]+)\/invocations$/))) {
       var rows = DATA.invocations[only(decodeURIComponent(m[1]))].filter(function (r) {
@@ -270,7 +271,7 @@
     var first = judged[0].judge;
     var notes = [];
     if (first.usable === false) {
-      notes.push(el("li", { text: "judge " + (first.judges || []).join(", ") + " is unusable (q0 + q1 <= 1, or a gold label missing): its groups are gated on the raw mean" }));
+      notes.push(el("li", { text: "judge " + (first.judges || []).join(", ") + " is unusable (not clearly better than chance: the Wilson lower bounds of q0 and q1 sum to 1 or less, or a gold label is missing): its groups are gated on the raw mean" }));
     }
     if (first.wrong && first.wrong.length) {
       notes.push(el("li", { text: "gold cases the judge got wrong: " + first.wrong.join(", ") }));
@@ -343,7 +344,7 @@
           if (!c) { tr.appendChild(el("td", { class: "cell sc-none", text: "" })); return; }
           var cls = "cell " + bucket(c, range) + (c.missing ? " missing" : "") + (c.unscored ? " unscored" : "") + (c.flaky ? " flaky" : "") + (c.failed ? " failed" : "") + (c.changed ? " changed" : "");
           var td = el("td", { class: cls, "data-index": String(c.index), "data-col": page.columns[i].label, tabindex: "0",
-            title: c.missing ? "missing: " + c.recorded + " of " + c.samples + " sample(s) recorded" : c.unscored ? "a result that is not a score: the test judged it" : (c.verdict ? c.verdict.replace("_", " ") : "score " + num(c.score)) },
+            title: c.missing ? "missing: " + c.recorded + " of " + c.samples + " sample(s) recorded" : c.unscored ? "a result that is not a score: the test judged it" + (c.outcome ? " (" + c.outcome + ")" : "") : (c.verdict ? c.verdict.replace("_", " ") : "score " + num(c.score)) },
             [el("span", { class: "score", text: c.missing ? (c.recorded ? c.text + " · missing" : "missing") : c.text }),
              c.changed ? el("span", { class: "was", text: "was " + (c.baseline === null || c.baseline === undefined ? "absent" : c.baseline) }) : null]);
           var open = function () { openCell(jobId, c.index, td); };
@@ -383,7 +384,7 @@
       var parts = [el("button", { class: "close", type: "button", text: "close", onclick: function () { panel.hidden = true; } }),
         el("h2", { text: label(d.case) + (Object.keys(d.group || {}).length ? " · " + label(d.group) : "") }),
         el("dl", { class: "kv" }, [el("dt", { text: "score" }), el("dd", { text: (s.text || "-") + (s.verdict ? " (" + s.verdict.replace("_", " ") + ")" : "") }),
-          el("dt", { text: d.sample_dim ? "per " + d.sample_dim : "values" }), el("dd", { class: "mono", text: s.unscored ? "no score (a result the test judged)" : d.values.map(function (v) { return v === null ? "missing" : num(v); }).join("  ") }),
+          el("dt", { text: d.sample_dim ? "per " + d.sample_dim : "values" }), el("dd", { class: "mono", text: s.unscored ? (s.outcome ? "no score: the test " + s.outcome + " on its result" : "no score (a result the test judged)") : d.values.map(function (v) { return v === null ? "missing" : num(v); }).join("  ") }),
           el("dt", { text: "status" }), el("dd", { text: d.status || "" })])];
       caseInputs(d.case_inputs).forEach(function (n) { parts.push(n); });
       if (!d.invocations.length) { parts.push(el("p", { class: "muted", text: "No invocations are recorded for this cell." })); }
@@ -457,9 +458,12 @@
     } else {
       box.appendChild(el("p", { class: "muted small", text: "The messages of this call were not recorded." }));
     }
-    if (c.reply !== undefined && c.reply !== null) {
+    if (textOf(c.reply)) {
       box.appendChild(el("div", { class: "msg msg-reply" }, [el("div", { class: "who", text: "reply" }), el("pre", { class: "reply", text: textOf(c.reply) })]));
-    } else if (c.error) {
+    } else if (c.reply !== undefined && c.reply !== null && !c.error) {  // never an empty box
+      box.appendChild(el("p", { class: "muted small reply-empty", text: "The reply has no text (a reply of tool calls: the trajectory shows them)." }));
+    }
+    if (c.error) {
       box.appendChild(el("pre", { class: "error", text: (c.reason ? c.reason + ": " : "") + c.error }));
     }
     return box;
