@@ -9,7 +9,6 @@ eval's file as pytest did (rootdir, conftest, sys.path) first; a job launched as
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import signal
@@ -49,29 +48,40 @@ def _clean_env(**extra: str) -> dict[str, str]:
 # --- a tool that cannot be imported fails its invocation ----------------------------------
 
 
-def test_a_tool_that_cannot_be_imported_fails_the_step_and_caches_nothing(tmp_path):
-    """The tool's path names no module here: the call fails (raised), no ToolResult with
-    the LookupError is cached, and a run where the tool imports again computes it."""
+def test_a_tool_that_cannot_be_imported_fails_the_step_and_caches_nothing(tmp_path, monkeypatch):
+    """The tool's module is gone by the time its call runs: the call fails (raised), no
+    ToolResult with the LookupError is cached, and a run where the tool imports again
+    computes it."""
+    from fxtr.agents import _tool
+
+    (tmp_path / "gone_tools.py").write_text(
+        "from fxtr.agents import tool\n\n@tool\ndef add(a: float, b: float) -> float:\n"
+        '    """Add two numbers."""\n    return a + b\n'
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import gone_tools
+
     calc = register_mock("agent-calc-gone", ex.calc_script)
     cases = [Case(id="a", input="2+3", target="5")]
-    gone = dataclasses.replace(ex.add, path="no_such_module_here:add")
-
-    def inputs(tool):
-        return {
-            "model": Array.from_mapping({calc.name: calc}, dims=["model"]),
-            "case": Array.from_mapping({c.id: c for c in cases}, dims=["case"]),
-            "scorer": includes(),
-            "agent": Agent(tools=(tool,)),
-        }
-
-    broken = fxtr.run(evaluate, inputs(gone), store=tmp_path)
+    inputs = {
+        "model": Array.from_mapping({calc.name: calc}, dims=["model"]),
+        "case": Array.from_mapping({c.id: c for c in cases}, dims=["case"]),
+        "scorer": includes(),
+        "agent": Agent(tools=(gone_tools.add,)),
+    }
+    # the machine that runs the call cannot import the tool's module
+    (tmp_path / "gone_tools.py").rename(tmp_path / "moved_tools.py")
+    monkeypatch.delitem(sys.modules, "gone_tools")
+    monkeypatch.delitem(_tool._FUNCTIONS, "gone_tools:add")
+    broken = fxtr.run(evaluate, inputs, store=tmp_path / "store")
     assert broken.status == "failed"
     (call,) = [i for i in broken.invocations if "/tool[" in i.address]
     assert call.status == "failed" and "cannot be imported" in (call.error or "")
-    assert "no_such_module_here" in (call.error or "")
+    assert "gone_tools" in (call.error or "")
     assert broken.store.get_entry(call.address) is None
-    # the same job resumed where the tool imports: the call runs (it was never cached)
-    fixed = fxtr.run(evaluate, inputs(dataclasses.replace(gone, path=ex.add.path)), store=tmp_path)
+    # the same eval where the tool imports again: the call runs (it was never cached)
+    (tmp_path / "moved_tools.py").rename(tmp_path / "gone_tools.py")
+    fixed = fxtr.run(evaluate, inputs, store=tmp_path / "store")
     assert fixed.status == "succeeded"
     (again,) = [i for i in fixed.invocations if "/tool[" in i.address]
     assert not again.from_cache
@@ -94,7 +104,8 @@ def test_an_environment_or_mock_that_cannot_be_imported_fails_and_caches_nothing
         "agent": agent,
     }
     no_env = fxtr.run(evaluate, inputs, store=tmp_path / "env")
-    (env,) = [i for i in no_env.invocations if i.step == "fxtr.agents.env"]
+    envs = ("fxtr.agents.env", "fxtr.agents.environment")
+    (env,) = [i for i in no_env.invocations if i.step in envs]
     assert env.status == "failed" and "no_such_env_module" in (env.error or "")
     assert no_env.store.get_entry(env.address) is None
     assert not [i for i in no_env.invocations if i.step == "fxtr.agents.turn"]
