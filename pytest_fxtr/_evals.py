@@ -36,6 +36,8 @@ class Eval:
     error: BaseException | None = None
     """What stopped the job (a bad signature, a nondeterministic workflow)."""
     job_id: str | None = None
+    started_job: str | None = None
+    """The job this run launched or resumed, set before it runs (a Ctrl-C notice names it)."""
     index: dict[tuple[Any, ...], list[tuple[tuple[Any, ...], Any]]] | None = None
     """The output's cells by item, built once per job."""
     reported: bool = False
@@ -280,6 +282,21 @@ def resume_key(ev: Eval, inputs: dict[str, Any]) -> str:
     return f"pytest:{ev.nodeid}:{input_fingerprint(inputs)}"
 
 
+def pytest_origin(ev: Eval) -> dict[str, Any] | None:
+    """Where pytest imported the eval from: `fxtr resume` collects that file the same way."""
+    if not ev.items:
+        return None
+    item = ev.items[0]
+    config = item.config
+    return {
+        "kind": "pytest",
+        "nodeid": ev.nodeid,
+        "file": str(item.path),
+        "rootdir": str(config.rootpath),
+        "dir": str(config.invocation_params.dir),
+    }
+
+
 def run_job(
     ev: Eval,
     settings: Any,
@@ -312,11 +329,15 @@ def run_job(
         }
         last = store.get_last_job(key) if settings.resume else None
         if last is not None and store.has_job(last):
+            ev.started_job = last  # known before it runs: an interrupted run still names it
             coro = resume(last, workflow=ev.workflow, **options)
         else:
-            job_id = job_id_for(run_id, ev)
+            job_id = ev.started_job = job_id_for(run_id, ev)
             store.set_last_job(key, job_id)
-            coro = launch(ev.workflow, inputs, job_id=job_id, root=ev.root, **options)
+            origin = pytest_origin(ev)
+            coro = launch(
+                ev.workflow, inputs, job_id=job_id, root=ev.root, origin=origin, **options
+            )
         from pytest_fxtr._cost import within_cost_controls
 
         ev.job = loop.run(within_cost_controls(coro, settings, loop, store))
@@ -386,6 +407,7 @@ def slice_for(
         ``(full key, value)`` cells it covers, and a failure message or ``None``.
     """
     from fxtr import Array
+    from fxtr.report._redaction import escape_controls
 
     keys = item_keys(ev, item)
     job = ev.job
@@ -410,7 +432,8 @@ def slice_for(
             related, key=lambda i: ("failed", "needs_review", "skipped").index(i.status)
         ):
             reason = f" [{inv.reason}]" if inv.reason else ""
-            lines.append(f"  {inv.status}{reason}: step {inv.step!r} at {inv.address}: {inv.error}")
+            error = escape_controls(str(inv.error))  # one line: an error's text is not output
+            lines.append(f"  {inv.status}{reason}: step {inv.step!r} at {inv.address}: {error}")
         if not related:
             lines.append(f"  cause: {gone[0][1]}")
         return None, [], "\n".join(lines)

@@ -48,20 +48,12 @@ def report_json(
 
     The cells make a report file usable as a baseline (``--fxtr-baseline report.json``).
     """
-    from fxtr.report import job_report
+    from fxtr.report._export import report_entry
 
     by_job = {e["job_id"]: e for e in evaluations if e.get("job_id")}
-    out = []
-    for job_id, info in jobs.items():
-        evaluation = by_job.get(job_id)
-        entry = job_report(info["view"], evaluation["groups"] if evaluation else [])
-        if evaluation is not None:
-            entry["eval"] = evaluation["eval"]
-            entry["gate"] = evaluation["gate"]
-            entry["baseline"] = evaluation["baseline"]
-            entry["cells"] = evaluation["cells"]
-        out.append(entry)
-    return {"jobs": out}
+    return {
+        "jobs": [report_entry(info["view"], by_job.get(job_id)) for job_id, info in jobs.items()]
+    }
 
 
 def write_report(path: Path, document: dict[str, Any]) -> None:
@@ -70,3 +62,23 @@ def write_report(path: Path, document: dict[str, Any]) -> None:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(redacted_json(document, indent=2) + "\n")
+
+
+def write_interrupted(tr: Any, store_path: Any, job_ids: list[str]) -> None:
+    """Each job a Ctrl-C interrupted: its eval's name, what was running, the resume command."""
+    if not job_ids:
+        return
+    from fxtr.report._names import interrupted_lines, job_title
+    from fxtr.store import open_store
+
+    try:
+        store = open_store(store_path)
+        records = [store.get_job(job_id) for job_id in job_ids if store.has_job(job_id)]
+    except Exception:  # the store's own failure was reported where it happened
+        return
+    for record in records:
+        lines = interrupted_lines(record)
+        if lines:
+            tr.write_line(f"fxtr: {job_title(record)} · job {record['job_id']}", yellow=True)
+            for text in lines:
+                tr.write_line(f"  {text}", yellow=True)

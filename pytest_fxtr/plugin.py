@@ -149,13 +149,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     """
     report = yield
     if item.config.stash[STATE].evals:
-        from fxtr.report._redaction import redact_objects
+        from fxtr.report._redaction import redact_objects, terminal_safe
         from fxtr.secrets import redact
 
         if report.longrepr is not None:
             text = str(report.longrepr)
             if redact(text) != text:
                 report.longrepr = redact_objects(report.longrepr)
+            if terminal_safe(text) != text:  # an error's text: no escape codes, no ::commands
+                report.longrepr = redact_objects(report.longrepr, terminal_safe)
         report.sections = redact_objects(report.sections)
         from pytest_fxtr._cells import note_outcome
 
@@ -376,7 +378,10 @@ def pytest_make_parametrize_id(config: pytest.Config, val: object, argname: str)
     """
     make_id = getattr(type(val), "__fxtr_id__", None)
     if callable(make_id):
-        return str(make_id(val))
+        from fxtr.report._redaction import escape_controls
+
+        # pytest escapes the ids it makes itself; one from a hook is printed as given
+        return escape_controls(str(make_id(val)))
     return None
 
 
@@ -546,6 +551,11 @@ def _junit_properties(config: pytest.Config, state: State) -> None:
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     """The ``fxtr summary`` section, printed once, on the controller."""
     state = config.stash[STATE]
+    if not state.worker and exitstatus == pytest.ExitCode.INTERRUPTED:  # Ctrl-C
+        from pytest_fxtr._report import write_interrupted
+
+        started = [ev.started_job for ev in state.evals.values() if ev.started_job]
+        write_interrupted(_Redacting(terminalreporter), state.settings.store, started)
     if state.worker or not state.payloads:
         return
     from pytest_fxtr._summary import render
@@ -583,9 +593,11 @@ class _Redacting:
         attr = getattr(self._reporter, name)
         if name not in ("write", "write_line", "line", "section", "write_sep", "rewrite"):
             return attr
+        from fxtr.report._redaction import terminal_safe
         from fxtr.secrets import redact
 
         def redacted(*args: Any, **kwargs: Any) -> Any:
-            return attr(*(redact(a) if isinstance(a, str) else a for a in args), **kwargs)
+            safe = (terminal_safe(redact(a)) if isinstance(a, str) else a for a in args)
+            return attr(*safe, **kwargs)
 
         return redacted

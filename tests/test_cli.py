@@ -100,7 +100,8 @@ def test_export_uses_the_report_schema(failed_job, capsys, tmp_path):
     """`fxtr export JOB` writes the --fxtr-report schema."""
     assert main(["export", failed_job, "-o", str(tmp_path / "out.json")]) == 0
     (job,) = json.loads((tmp_path / "out.json").read_text())["jobs"]
-    assert set(job) == {"job_id", "workflow", "status", "attempt", "invocations", "cost", "scores"}
+    report_keys = {"job_id", "workflow", "status", "attempt", "invocations", "cost", "scores"}
+    assert set(job) == report_keys | {"inputs", "commit", "entities"}
     assert job["status"] == "failed"
     assert {"address", "step", "status", "from_cache", "reason", "error"} <= set(
         job["invocations"][0]

@@ -94,6 +94,10 @@ def test_cancelling_the_job_still_cancels_its_steps():
             await task
 
     asyncio.run(asyncio.wait_for(main(), 10))
+    (record,) = open_store(".fxtr").iter_jobs()
+    attempt = record["attempts"][-1]
+    assert attempt["status"] == "interrupted"  # stopped from outside: not an error of its own
+    assert sorted(attempt["in_flight"]) == ["f.slow_all/slow[item=a]", "f.slow_all/slow[item=b]"]
 
 
 def test_a_result_the_store_cannot_hold_fails_only_its_invocation():

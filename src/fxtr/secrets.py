@@ -258,10 +258,27 @@ def _redact_base64(text: str, decoded: re.Pattern[bytes]) -> str:
     return _B64_RUN.sub(lambda m: REDACTED if m.group(0) in hiding else m.group(0), text)
 
 
+_URL_PASSWORD = re.compile(r"(://[^\s/@:?#\[\]]*):([^\s/@?#]+)@")
+"""The password in a URL's userinfo (``https://user:PASSWORD@host``)."""
+_HIDDEN = ("***", REDACTED)
+
+
+def _url_password(match: re.Match[str]) -> str:
+    if match.group(2) in _HIDDEN:
+        return match.group(0)
+    return f"{match.group(1)}:{REDACTED}@"
+
+
 def redact(text: str) -> str:
-    """``text`` with every known credential (in any of its forms) replaced by ``[redacted]``."""
+    """``text`` with every known credential (in any of its forms) replaced by ``[redacted]``.
+
+    The password of any URL's userinfo (``https://user:PASSWORD@host``, as in
+    ``OTEL_EXPORTER_OTLP_ENDPOINT`` or a database URL) is one too, known or not.
+    """
     if not text:
         return text
+    if "@" in text and "://" in text:
+        text = _URL_PASSWORD.sub(_url_password, text)
     pattern, decoded = _patterns()
     text = _redact_base64(text, decoded)
     if pattern is not None:

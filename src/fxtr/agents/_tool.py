@@ -18,6 +18,7 @@ import docstring_parser
 from fxtr.experiment._definition import _normalized_source_hash
 from fxtr.experiment._encoding import encode_text
 from fxtr.experiment._entity import Entity
+from fxtr.experiment._invocation import MachineFault
 from fxtr.models import ToolSpec
 
 _FUNCTIONS: dict[str, Callable[..., Any]] = {}
@@ -54,8 +55,20 @@ class Tool(Entity):
 
     @property
     def fn(self) -> Callable[..., Any]:
-        """The function (imported from ``path`` when this process has not defined it)."""
-        return tool_function(self.path)
+        """The function (imported from ``path`` when this process has not defined it).
+
+        Raises:
+            ToolImportError: inside a step, it cannot be imported (the step fails).
+            LookupError: elsewhere, it cannot be imported.
+        """
+        try:
+            return tool_function(self.path)
+        except LookupError as exc:
+            from fxtr.experiment._context import current_step
+
+            if current_step.get() is None:
+                raise
+            raise ToolImportError(str(exc)) from None
 
     @property
     def uses_sandbox(self) -> bool:
@@ -65,6 +78,16 @@ class Tool(Entity):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         """Call the function directly (a test of the tool itself)."""
         return self.fn(*args, **kwargs)
+
+
+class ToolImportError(MachineFault):
+    """A tool's function cannot be imported in the process running its call's step.
+
+    The machine's fault, never the model's: the tool step's ``except Exception`` would hand a
+    ``LookupError`` to the model as the tool's answer, and that answer would be cached (a
+    resume from a process without the eval's module did). As a ``MachineFault`` it fails the
+    invocation instead, and nothing is cached.
+    """
 
 
 def tool_function(path: str) -> Callable[..., Any]:
@@ -86,7 +109,7 @@ def import_path(path: str, what: str) -> Any:
     """The object at ``module:qualname``, or a ``LookupError`` naming it and the fix."""
     module, _, qualname = path.partition(":")
     try:
-        obj: Any = importlib.import_module(module)
+        obj: Any = _module(module)
         for part in qualname.split("."):
             obj = getattr(obj, part)
     except (ImportError, AttributeError) as exc:
@@ -96,6 +119,15 @@ def import_path(path: str, what: str) -> Any:
         )
         raise LookupError(msg) from None
     return obj
+
+
+def _module(name: str) -> Any:
+    """The module ``name``; ``__main__`` is the launching script when a resume loaded it."""
+    if name == "__main__":
+        from fxtr.experiment._origin import main_module
+
+        return main_module()
+    return importlib.import_module(name)
 
 
 def path_of(fn: Callable[..., Any], what: str) -> str:

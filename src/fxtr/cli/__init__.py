@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fxtr.report import format_usd
-from fxtr.report._redaction import RedactingStream, redacted_json
+from fxtr.report._redaction import RedactingStream, escape_controls, redacted_json
 from fxtr.store import Store, StoreError, is_url, open_store
 
 __all__ = ["main"]
@@ -212,6 +212,10 @@ def cmd_show(args: argparse.Namespace) -> int:
             walk(n["id"], prefix + ("   " if last else "│  "))
 
     walk(None, "")
+    from fxtr.report._names import interrupted_lines
+
+    for text in interrupted_lines(view.record):
+        print(text)
     _print_evaluation(view.record)
     failed = [  # from the status index: the succeeded records are not read
         inv
@@ -221,14 +225,16 @@ def cmd_show(args: argparse.Namespace) -> int:
     if failed:
         print("\nfailures:")
         for inv in failed if args.verbose else failed[:20]:
-            print(f"  {inv['address']}: {inv.get('reason') or inv['status']}: {inv.get('error')}")
+            error = escape_controls(str(inv.get("error")))  # one line, no escape codes
+            address = escape_controls(inv["address"])
+            print(f"  {address}: {inv.get('reason') or inv['status']}: {error}")
         if len(failed) > 20 and not args.verbose:
             print(f"  … {len(failed) - 20} more (-v lists all)")
     if args.verbose:  # every address, as `fxtr cache history ADDRESS` takes them
         print("\ninvocations:")
         for address, inv in sorted(view.invocations.items()):
             cached = " (cached)" if inv.get("from_cache") else ""
-            print(f"  {inv['status']}{cached} {address}")
+            print(f"  {inv['status']}{cached} {escape_controls(address)}")
     return 0
 
 
@@ -268,6 +274,11 @@ def cmd_resume(args: argparse.Namespace) -> int:
     store = _store(args)
     job_id = _job(store, args.job).job_id
     sys.path.insert(0, str(Path.cwd()))
+    origin = store.get_job(job_id).get("origin") or {}
+    if origin.get("kind") == "pytest":
+        from fxtr.cli._jobs import import_as_pytest
+
+        import_as_pytest(origin, CommandError)
     try:
         result = asyncio.run(
             resume(
@@ -322,11 +333,11 @@ def cmd_cache(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from fxtr.report import job_report
+    from fxtr.report._export import export_entry
 
     store = _store(args)
     try:
-        document = {"jobs": [job_report(_job(store, job)) for job in args.job]}
+        document = {"jobs": [export_entry(_job(store, job)) for job in args.job]}
     except ValueError as exc:  # invocation records damaged on disk (read when needed)
         raise CommandError(str(exc)) from None
     if args.output:

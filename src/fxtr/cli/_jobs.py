@@ -74,3 +74,56 @@ def judge_figures(evaluation: dict[str, Any]) -> list[str]:
 
     groups = [g for g in evaluation.get("groups") or [] if isinstance(g, dict)]
     return ["  " + line for line in judge_lines(groups, JOBS_WIDTH - 2)]
+
+
+class _InThisProcess:
+    """Collect in this process: pytest-xdist (``-n`` in the ini's addopts) starts no workers."""
+
+    def pytest_cmdline_main(self, config: Any) -> None:
+        if getattr(config.option, "numprocesses", None):
+            config.option.numprocesses = 0
+            config.option.dist = "no"
+
+
+def import_as_pytest(origin: dict[str, Any], error: type[Exception]) -> None:
+    """Import an eval as the pytest run that launched its job did, before resuming it.
+
+    Collects the eval's file (``--collect-only``, nothing runs) from the run's directory with
+    its ``rootdir``, so its ``conftest.py`` files, import mode and ``sys.path`` entries are
+    pytest's, and the module's tools and ``register_mock`` calls are what the job names.
+
+    Raises:
+        error: the file is gone or pytest cannot collect it (with pytest's words and the fix).
+    """
+    import contextlib
+    import io
+    import os
+
+    import pytest
+
+    nodeid, rootdir = origin.get("nodeid", "?"), origin.get("rootdir", ".")
+    fix = f"or run `pytest --fxtr-resume {nodeid}` in {rootdir}"
+    file = origin.get("file")
+    if not file or not os.path.isfile(file):
+        msg = (
+            f"the eval {nodeid} was launched by pytest from {file}, which is gone: "
+            f"restore it, {fix}."
+        )
+        raise error(msg)
+    here = os.getcwd()
+    there = origin.get("dir") or rootdir
+    output = io.StringIO()
+    args = [file, "--collect-only", "-q", "-p", "no:cacheprovider", "--rootdir", rootdir]
+    try:
+        os.chdir(there if os.path.isdir(there) else rootdir)
+        with contextlib.redirect_stdout(output), contextlib.redirect_stderr(output):
+            code = pytest.main(args, plugins=[_InThisProcess()])
+    finally:
+        os.chdir(here)
+    if code != 0:
+        tail = "\n".join(output.getvalue().strip().splitlines()[-15:])
+        msg = (
+            f"pytest could not collect the eval {nodeid} to resume its job (exit {int(code)}):"
+            f"\n{tail}\nFix the error above, {fix}."
+        )
+        raise error(msg)

@@ -227,27 +227,21 @@ def workflow(
 
 def _import_module(module: str, source_file: str | None) -> Any:
     import importlib
-    import importlib.util
     import os
-    import sys
 
+    from fxtr.experiment._origin import load_file, load_script, main_module
+
+    if module == "__main__":  # `python job.py`: the script, loaded without its main block
+        if source_file and os.path.exists(source_file):
+            return load_script(source_file)
+        return main_module()
     try:
         return importlib.import_module(module)
     except ImportError:
         if not source_file or not os.path.exists(source_file):
             raise
     # a module pytest imported from its own folder (evals/test_qa.py as `test_qa`)
-    folder = os.path.dirname(source_file)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
-    spec = importlib.util.spec_from_file_location(module, source_file)
-    if spec is None or spec.loader is None:
-        msg = f"cannot load {source_file}"
-        raise ImportError(msg)
-    loaded = importlib.util.module_from_spec(spec)
-    sys.modules[module] = loaded
-    spec.loader.exec_module(loaded)
-    return loaded
+    return load_file(module, source_file)
 
 
 def find_workflow(path: str, source_file: str | None = None) -> WorkflowDefinition[..., Any]:

@@ -153,6 +153,8 @@ class Run:
         self.entities: dict[str, Entity] = {}
         self.held: set[str] = set()
         self.running: dict[asyncio.Task[Any], Invocation] = {}
+        self.in_flight: list[str] = []
+        """Addresses of the invocations cut short when the pass stopped early."""
         """The invocation each task is running a step body for (the loop watchdog names it)."""
         self.damaged: dict[str, None] = {}
         """Addresses whose stored entry was damaged (checksum, unreadable): recomputed."""
@@ -216,6 +218,8 @@ class Run:
             if self._heartbeat is not None:
                 self._heartbeat.stop()
             if self.fatal is not None or self.pending:
+                # what was running when the pass stopped (Ctrl-C: the attempt is interrupted)
+                self.in_flight = sorted(inv.address for inv in self.running.values())
                 for task in self.pending:
                     task.cancel()
                 await asyncio.gather(*self.pending, return_exceptions=True)
@@ -511,6 +515,7 @@ class Run:
                 f"{expected.describe()!r}. Fix the annotation or what it returns."
             )
             raise SignatureError(msg)
+        record.result = node.label
         record.status = "succeeded"
         return node
 

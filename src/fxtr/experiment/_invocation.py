@@ -80,7 +80,7 @@ async def invoke(
         if task is not None and task.cancelling():
             raise  # the job is being cancelled: not this invocation's failure
         return failed(run, step, inv, exc)  # the step raised CancelledError itself
-    except (KeyboardInterrupt, SystemExit) as exc:
+    except (KeyboardInterrupt, SystemExit, MachineFault) as exc:
         # raised inside the step's body (a Ctrl-C reaches asyncio as a cancellation)
         return failed(run, step, inv, exc)
     except Exception as exc:
@@ -117,6 +117,15 @@ def code_reached(calls: list[dict[str, Any]]) -> dict[str, str] | None:
     """The code a step's model calls reached, by model (a mock's reply function's digest)."""
     code = {f"{c.get('provider')}/{c['model']}": c["code"] for c in calls if c.get("code")}
     return code or None
+
+
+class MachineFault(BaseException):
+    """A failure of the machine met inside a step: a tool that cannot be imported here.
+
+    A ``BaseException``, so that a step's own ``except Exception`` (a tool step hands the
+    tool's errors to the model as its answer) cannot take it for the step's result: the
+    invocation fails, nothing is cached, and a run on a machine that imports it runs it.
+    """
 
 
 def failed(run: Run, step: StepDefinition[..., Any], inv: Invocation, exc: BaseException) -> Value:

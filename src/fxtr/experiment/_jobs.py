@@ -26,6 +26,7 @@ from fxtr.experiment._job_inputs import (
     prepare_inputs,
     root_kwargs,
 )
+from fxtr.experiment._origin import load_origin, script_origin
 from fxtr.experiment._records import Invocation, StoredRecords, WorkflowRun
 from fxtr.experiment._types import is_entity_type
 from fxtr.store import Store, open_store
@@ -283,7 +284,10 @@ async def _attempt(
     except BaseException as exc:
         if isinstance(exc, StoreOutage):
             raise  # nothing can be written; the record says the attempt started: resumable
-        info.update(status="error", ended_at=time.time(), error=f"{type(exc).__name__}: {exc}")
+        if isinstance(exc, asyncio.CancelledError | KeyboardInterrupt):
+            _interrupted(info, run, exc)
+        else:
+            info.update(status="error", ended_at=time.time(), error=f"{type(exc).__name__}: {exc}")
         if run.damaged:
             info["damaged"] = list(run.damaged)
         if run.ops:
@@ -326,6 +330,28 @@ async def _attempt(
     )
 
 
+def _interrupted(info: dict[str, Any], run: Run, exc: BaseException) -> None:
+    """Record an attempt stopped from outside (Ctrl-C, a cancelled task) as ``interrupted``.
+
+    The invocations that were running are kept on the attempt (``in_flight``), and each
+    workflow with one of them under it is ``interrupted``, not ``succeeded``: its body had
+    scheduled everything, but its results were not all in. A resume runs what is missing.
+    """
+    cause = "Ctrl-C" if isinstance(exc, KeyboardInterrupt) else "the run was cancelled"
+    info.update(
+        status="interrupted",
+        ended_at=time.time(),
+        error=f"interrupted ({cause}) with {len(run.in_flight)} invocation(s) running",
+        in_flight=list(run.in_flight),
+    )
+    for workflow in run.workflows.values():
+        below = workflow.address + "/"
+        if workflow.status == "running" or (
+            workflow.status == "succeeded" and any(a.startswith(below) for a in run.in_flight)
+        ):
+            workflow.status = "interrupted"
+
+
 def _joined_record(store: Store, job_id: str, run_tag: str | None) -> dict[str, Any] | None:
     """The record of a job another process of the same run launched, or None for a new job.
 
@@ -361,6 +387,7 @@ async def launch(
     run_tag: str | None = None,
     root: str | None = None,
     cache_keep: int = DEFAULT_KEEP,
+    origin: Mapping[str, Any] | None = None,
 ) -> JobResult:
     """Run a job: one root workflow over its inputs.
 
@@ -386,6 +413,9 @@ async def launch(
             entries. Kept in the job record; ``resume`` uses it.
         cache_keep: entries each address keeps, one per fingerprint (default 20): a run
             whose inputs match any of them is served from it.
+        origin: where the job was launched from, kept in its record so another process
+            can import what it names (the plugin passes pytest's; default: the script
+            run as ``python job.py``, when there is one).
 
     Returns:
         The attempt's ``JobResult``; failures of steps are in it, not raised.
@@ -416,6 +446,8 @@ async def launch(
         "cwd": str(Path.cwd()),
         "attempts": [],
     }
+    if joined is None and (found := dict(origin) if origin else script_origin()):
+        record["origin"] = found
     if run_tag is not None:
         record.setdefault("run_tag", run_tag)
     return await _attempt(
@@ -465,6 +497,8 @@ async def resume(
     _check_options(conflict, concurrency, cache_keep)
     st = _open(store)
     record = st.get_job(job_id)
+    if workflow is None:
+        load_origin(record)
     wf = workflow or find_workflow(record["workflow_path"], record.get("workflow_file"))
     recorded_root = record.get("root") or wf.name
     if root is not None and check_root(root) != recorded_root:

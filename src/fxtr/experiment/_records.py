@@ -230,13 +230,15 @@ class WorkflowRun:
 
     address: str
     workflow: str
-    status: Literal["running", "succeeded", "skipped", "failed"] = "running"
+    status: Literal["running", "succeeded", "skipped", "failed", "interrupted"] = "running"
     error: str | None = None
     started_at: float | None = None
     ended_at: float | None = None
     logs: list[str] = dataclasses.field(default_factory=list)
     warnings: list[str] = dataclasses.field(default_factory=list)
     """Hermeticity notices from the body (files read, environment consulted)."""
+    result: str | None = None
+    """The label of the handle the body returned: the operation that makes its result."""
 
     def to_json(self) -> dict[str, Any]:
         """The record as a JSON-able dict."""

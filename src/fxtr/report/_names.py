@@ -138,6 +138,49 @@ def eval_of(record: dict[str, Any]) -> str | None:
     return None
 
 
+def eval_name(record: dict[str, Any]) -> str | None:
+    """The eval a job was launched for.
+
+    Its evaluation's, else the pytest node id it was launched with: a job interrupted
+    before pytest scored it keeps its name.
+    """
+    named = eval_of(record)
+    if named is not None:
+        return named
+    origin = record.get("origin")
+    if isinstance(origin, dict) and origin.get("kind") == "pytest":
+        nodeid = origin.get("nodeid")
+        return nodeid if isinstance(nodeid, str) else None
+    return None
+
+
+def resume_command(record: dict[str, Any]) -> str:
+    """What continues a job: ``pytest --fxtr-resume NODEID`` for an eval, else ``fxtr resume``."""
+    import shlex
+
+    job = f"fxtr resume {record.get('job_id')}"
+    origin = record.get("origin")
+    if isinstance(origin, dict) and origin.get("kind") == "pytest" and origin.get("nodeid"):
+        return f"pytest --fxtr-resume {shlex.quote(str(origin['nodeid']))} (or {job})"
+    return job
+
+
+def interrupted_lines(record: dict[str, Any]) -> list[str]:
+    """For a job whose last attempt was interrupted: what was running, and how to resume."""
+    attempts = record.get("attempts")
+    last = attempts[-1] if isinstance(attempts, list) and attempts else None
+    if not isinstance(last, dict) or live_status(last) != INTERRUPTED:
+        return []
+    running = last.get("in_flight")
+    lines = [f"interrupted: attempt {last.get('attempt')} stopped before it ended"]
+    if isinstance(running, list) and running:
+        shown = ", ".join(str(a) for a in running[:5])
+        more = f" and {len(running) - 5} more" if len(running) > 5 else ""
+        lines[0] += f" with {len(running)} invocation(s) running: {shown}{more}"
+    lines.append(f"resume it: {resume_command(record)}")
+    return lines
+
+
 def job_title(record: dict[str, Any]) -> str:
     """How every view names a job: its eval first, its workflow second (DESIGN §11).
 
@@ -146,7 +189,7 @@ def job_title(record: dict[str, Any]) -> str:
     alone for a job launched with ``fxtr.run``.
     """
     workflow = str(record.get("workflow") or "?")
-    evaluation = eval_of(record)
+    evaluation = eval_name(record)
     return workflow if evaluation is None else f"{evaluation} · {workflow}"
 
 

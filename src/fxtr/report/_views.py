@@ -7,7 +7,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from fxtr.report._evals import evaluation_of, gate_label, model_call_view
-from fxtr.report._names import live_status
+from fxtr.report._names import eval_name, live_status
 from fxtr.report._values import render_value
 from fxtr.store import Store
 from fxtr.tracing._jobgraph import address_segments, parent_address, source_op, strip_keys
@@ -319,7 +319,7 @@ def job_row(view: JobView) -> dict[str, Any]:
         "workflow": view.record.get("workflow"),
         "status": view.status,
         "gate": gate_label(view.record),
-        "eval": evaluation.get("eval") if evaluation else None,
+        "eval": evaluation.get("eval") if evaluation else eval_name(view.record),
         "attempts": len(view.record.get("attempts", [])),
         **counts,
         "started": _iso(view.record.get("created_at")),

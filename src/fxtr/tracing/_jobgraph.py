@@ -160,6 +160,58 @@ _SYNTHETIC = ("input:", "value:", "combine(", "stack[")
 """How the labels of handles that no operation made begin (see ``WorkflowContext``)."""
 
 
+def _upstream(result: JobResult, by_op: dict[str, list[Any]]) -> dict[str, list[str]]:
+    """Per step operation, the step operations whose results it takes.
+
+    A handle a child workflow returned stands for the steps that made it: its source is
+    followed into the child (the workflow record keeps the label of the handle its body
+    returned), so a step fed by ``summarize`` depends on ``summarize/mean``.
+    """
+    children: dict[str, list[Any]] = {}
+    for wf in result.workflows:
+        parent, name, _ = split_address(wf.address)
+        if parent:
+            children.setdefault(f"{parent}/{name}", []).append(wf)
+    known = set(by_op) | set(children)
+
+    def steps_of(source: str | None, seen: frozenset[str]) -> list[str]:
+        if source is None or source in seen:
+            return []
+        if source in by_op:
+            return [source]
+        out: list[str] = []
+        for wf in children.get(source, []):
+            inner = source_op(wf.result, known) if getattr(wf, "result", None) else None
+            out += [s for s in steps_of(inner, seen | {source}) if s not in out]
+        return out
+
+    upstream: dict[str, list[str]] = {}
+    for wf_address, ops in result.ops.items():
+        for op in ops:
+            sources: list[str] = []
+            for label in op.get("inputs", {}).values():
+                found = steps_of(source_op(label, known), frozenset())
+                sources += [s for s in found if s not in sources]
+            upstream[f"{wf_address}/{op['name']}"] = sources
+    return upstream
+
+
+def _keys_from(address: str, parent: str) -> dict[str, str]:
+    """The map keys an upstream address holds, to match a consumer under ``parent``.
+
+    A sibling's are its own; a step inside a child workflow of ``parent`` adds the keys of
+    every segment below ``parent`` (the child's ``[model=a]`` with the step's own).
+    """
+    segments = address_segments(address)
+    base = len(address_segments(parent)) if parent else 0
+    if not parent or not address.startswith(parent + "/") or len(segments) <= base + 1:
+        return split_segment(segments[-1])[1]
+    keys: dict[str, str] = {}
+    for segment in segments[base:]:
+        keys.update(split_segment(segment)[1])
+    return keys
+
+
 def job_graph(result: JobResult) -> TaskGraph:
     """The execution graph of one attempt of a job.
 
@@ -198,18 +250,13 @@ def job_graph(result: JobResult) -> TaskGraph:
     for inv in result.invocations:
         parent, name, _ = split_address(inv.address)
         by_op.setdefault(f"{parent}/{name}", []).append(inv)
-    upstream: dict[str, list[str]] = {}
-    for wf_address, ops in result.ops.items():
-        for op in ops:
-            sources = [source_op(label, by_op) for label in op.get("inputs", {}).values()]
-            upstream[f"{wf_address}/{op['name']}"] = [s for s in sources if s in by_op]
+    upstream = _upstream(result, by_op)
     for inv in result.invocations:
         parent, name, keys = split_address(inv.address)
         depends = []
         for source in upstream.get(f"{parent}/{name}", []):
             for up in by_op[source]:
-                up_keys = split_address(up.address)[2]
-                if all(keys.get(k, v) == v for k, v in up_keys.items()):
+                if all(keys.get(k, v) == v for k, v in _keys_from(up.address, parent).items()):
                     depends.append(up.address)
         node = graph.add(
             Node(
