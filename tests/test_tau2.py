@@ -9,9 +9,12 @@ airline task and every retail task whose reward rests on the database alone.
 
 from __future__ import annotations
 
+import ast
+import json
 import math
 import os
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -21,7 +24,7 @@ pytest.importorskip("tau2", reason="τ²-bench is not installed (pip install --n
 import fxtr
 from fxtr.benchmarks import tau2
 from fxtr.benchmarks.tau2 import _tau2
-from fxtr.evals import evaluate
+from fxtr.evals import Case, evaluate, register_mock
 from fxtr.experiment.arrays import Array
 from tests import tau2_scripts as scripts
 
@@ -39,52 +42,75 @@ else:
     SELECTED = {"airline": ["1", "4"], "retail": _db_only("retail")[:1]}
 
 
-def _independent_reward(domain: str, task_id: str, wrong: bool) -> float:
-    """τ²'s reward of the scripted conversation, built with τ²'s environment and scored by
-    τ²'s evaluators (the ones its light install imports), combined over the reward basis."""
+def _independent(domain: str, task_id: str, wrong: bool) -> tuple[float, bool | None]:
+    """τ²'s reward (and database match) of the scripted conversation, built here with τ²'s
+    environment alone and scored by τ²'s evaluators (those its light install imports),
+    combined over the task's reward basis."""
     m = _tau2.tau2_module("data_model.message")
-    env_eval = _tau2.tau2_module("evaluator.evaluator_env").EnvironmentEvaluator
-    comm_eval = _tau2.tau2_module("evaluator.evaluator_communicate").CommunicateEvaluator
-    task = next(t for t in _tau2.tasks(domain, None) if t.id == task_id)
+    ev = "evaluator.evaluator_"
+    env_eval = _tau2.tau2_module(ev + "env").EnvironmentEvaluator
+    action_eval = _tau2.tau2_module(ev + "action").ActionEvaluator
+    comm_eval = _tau2.tau2_module(ev + "communicate").CommunicateEvaluator
+    task = scripts.tasks(domain)[task_id]
     env = _tau2.environment(domain)
-    actions = [(a.name, a.arguments) for a in task.evaluation_criteria.actions or ()]
-    if wrong:
-        actions.append(scripts.WRONG[domain])
+    if task.initial_state is not None:
+        env.set_state(
+            initialization_data=task.initial_state.initialization_data,
+            initialization_actions=task.initial_state.initialization_actions,
+            message_history=[],
+        )
     messages = [
         m.AssistantMessage(role="assistant", content="Hi! How can I help you today?"),
         m.UserMessage(role="user", content=f"Hi. This is task {domain}/{task_id}."),
     ]
-    for n, (name, arguments) in enumerate(actions):
-        call = m.ToolCall(id=f"c{n}", name=name, arguments=arguments)
-        messages.append(m.AssistantMessage(role="assistant", tool_calls=[call]))
-        messages.append(env.get_response(call))
+    for n, (who, calls) in enumerate(scripts._blocks(domain, task_id, wrong)):
+        if who == "user":
+            messages.append(m.AssistantMessage(role="assistant", content=f"Please do step {n}."))
+        for k, (name, arguments) in enumerate(calls):
+            call = m.ToolCall(id=f"c{n}_{k}", name=name, arguments=arguments, requestor=who)
+            if who == "user":
+                messages.append(m.UserMessage(role="user", tool_calls=[call]))
+            else:
+                messages.append(m.AssistantMessage(role="assistant", tool_calls=[call]))
+            messages.append(env.get_response(call))
+            env.sync_tools()
+        if who == "user":
+            messages.append(m.UserMessage(role="user", content=f"Done with step {n}."))
     said = " ".join(task.evaluation_criteria.communicate_info or ())
     messages.append(m.AssistantMessage(role="assistant", content=f"All done. {said}".strip()))
     messages.append(m.UserMessage(role="user", content="Thanks, that is all. ###STOP###"))
     basis = {b.value for b in task.evaluation_criteria.reward_basis}
+    state = env_eval.calculate_reward(
+        environment_constructor=_tau2.domain(domain).get_environment,
+        task=task,
+        full_trajectory=messages,
+    )
     reward = 1.0
     if basis & {"DB", "ENV_ASSERTION"}:
-        reward *= env_eval.calculate_reward(
-            environment_constructor=_tau2.domain(domain).get_environment,
-            task=task,
-            full_trajectory=messages,
-        ).reward
+        reward *= state.reward
+    if "ACTION" in basis:
+        reward *= action_eval.calculate_reward(task=task, full_trajectory=messages).reward
     if "COMMUNICATE" in basis:
         reward *= comm_eval.calculate_reward(task=task, full_trajectory=messages).reward
-    return reward
+    match = state.db_check.db_match if state.db_check is not None else None
+    return reward, match
 
 
-def _run(domain: str, store: Path) -> dict[str, dict[str, object]]:
-    cases = tau2.cases(domain, task_ids=SELECTED[domain])
-    models = {m.name: m for m in (scripts.GOLD, scripts.WRONG_AGENT)}
+def _run(
+    domain: str, store: Path, cases: list | None = None, agents: tuple = (), judge=None
+) -> dict[str, dict[str, object]]:
+    cases = cases or tau2.cases(domain, task_ids=SELECTED[domain])
+    models = {m.name: m for m in agents or (scripts.GOLD, scripts.WRONG_AGENT)}
     inputs = {
         "model": Array.from_mapping(models, dims=["model"]),
         "case": Array.from_mapping({c.id: c for c in cases}, dims=["case"]),
-        "scorer": tau2.reward(),
+        "scorer": tau2.reward(judge=judge),
         "agent": tau2.agent(domain, user=scripts.USER),
     }
     result = fxtr.run(evaluate, inputs, store=str(store), concurrency=4)
-    assert result.status == "succeeded"
+    failed = [(i.address, i.error) for i in result.invocations if i.status != "succeeded"]
+    assert result.status == "succeeded", failed
+    _run.invocations = result.invocations  # type: ignore[attr-defined]
     return {
         name: {case: scores[0] for case, scores in by_case.items()}
         for name, by_case in result.output.to_dict().items()
@@ -101,8 +127,8 @@ def test_gold_gets_1_wrong_gets_0_as_tau2_computes_and_a_rerun_asks_nothing(
     for task_id in SELECTED[domain]:
         gold = scores[scripts.GOLD.name][task_id]
         wrong = scores[scripts.WRONG_AGENT.name][task_id]
-        assert gold.value == 1.0 == _independent_reward(domain, task_id, False), gold.explanation
-        assert wrong.value == 0.0 == _independent_reward(domain, task_id, True)
+        assert (gold.value, True) == (1.0, True) == _independent(domain, task_id, False)
+        assert (wrong.value, False) == (0.0, False) == _independent(domain, task_id, True)
         assert "every criterion met" in gold.explanation
         assert "DB: the final database differs" in wrong.explanation  # the failed criterion
     asked = log.read_text().splitlines()
@@ -170,3 +196,62 @@ def test_the_agent_is_tau2s_prompt_tools_and_user():
     assert "<scenario>\n{instructions}\n</scenario>" in (agent.user.system or "")
     telecom = tau2.agent("telecom", user=scripts.USER)
     assert telecom.user is not None and {t.name for t in telecom.user.tools} >= {"toggle_roaming"}
+
+
+def test_telecom_users_call_their_tools_on_the_same_environment(tmp_path):
+    """Dual control: the user's gold actions are its own tool calls, steps user_tool[i,j]."""
+    cases = tau2.cases("telecom", split="small")[:3]
+    scores = _run("telecom", tmp_path / "store", cases, agents=(scripts.GOLD,))
+    addresses = [i.address for i in _run.invocations]  # type: ignore[attr-defined]
+    assert any("/user_tool[" in a for a in addresses)
+    for case in cases:
+        got = scores[scripts.GOLD.name][case.id]
+        reward, match = _independent("telecom", case.id, False)
+        assert got.value == reward == 1.0, got.explanation
+        assert ("DB: the final database differs" not in got.explanation) == bool(match)
+
+
+def _judge_script(request) -> str:
+    """τ²'s NL-assertion judge: meets every expected outcome but the compliment."""
+    asked = re.search(r"expectedOutcomes:\s*(\[.*\])", request.context[-1].content[0].text)
+    outcomes = ast.literal_eval(asked.group(1))  # τ² writes a Python list into its prompt
+    scripts.log(f"judge {len(outcomes)}")
+    return json.dumps(
+        {
+            "results": [
+                {
+                    "expectedOutcome": o,
+                    "reasoning": "read it",
+                    "metExpectation": "compliment" not in o,
+                }
+                for o in outcomes
+            ]
+        }
+    )
+
+
+JUDGE = register_mock("tau2-judge", _judge_script)
+
+
+def test_a_judge_grades_natural_language_assertions_through_fxtr(tmp_path, monkeypatch):
+    log = tmp_path / "asked.log"
+    monkeypatch.setenv("FXTR_TEST_LOG", str(log))
+    (case,) = tau2.cases("mock", task_ids=["create_task_1_nl_eval"])
+    task = dict(case.metadata["task"])
+    task["evaluation_criteria"] = {
+        **task["evaluation_criteria"],
+        "reward_basis": ["DB", "NL_ASSERTION"],
+    }
+    case = Case(id=case.id, input=case.input, metadata={**case.metadata, "task": task})
+    store = tmp_path / "store"
+    scores = _run("mock", store, [case], agents=(scripts.GOLD,), judge=JUDGE)
+    score = scores[scripts.GOLD.name][case.id]
+    assert score.value == 0.0
+    assert "NL_ASSERTION: 'The user is complimented' not met (read it)" in score.explanation
+    assert "created successfully" not in score.explanation  # met: not named
+    judged = [line for line in log.read_text().splitlines() if " judge " in line]
+    assert len(judged) == 1
+    assert _run("mock", store, [case], agents=(scripts.GOLD,), judge=JUDGE) == scores
+    assert [line for line in log.read_text().splitlines() if " judge " in line] == judged
+    with pytest.raises(AssertionError, match=r"give reward\(judge=Model\(\.\.\.\)\)"):
+        _run("mock", tmp_path / "other", [case], agents=(scripts.GOLD,))

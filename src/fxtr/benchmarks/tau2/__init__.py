@@ -15,6 +15,7 @@ without its 1 GB of runner dependencies: ``pip install 'pytest-fxtr[tau2]' && pi
 
 from __future__ import annotations
 
+import asyncio
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -94,16 +95,19 @@ def cases(
     return out
 
 
-def environment(case: Case) -> dict[str, Any]:
+async def environment(case: Case) -> dict[str, Any]:
     """A case's initial environment: τ²'s databases of its domain, as JSON.
 
     Set up as τ²'s orchestrator sets them for the task (its initialization data and
-    actions).
-
+    actions), in a thread (a database takes a moment to load).
     ``{"db": the agent's database, "user_db": the user's (telecom) or None}``.
     """
-    task = _tau2.task(case.metadata["task"])
-    env = _tau2.environment(case.metadata["domain"])
+    return await asyncio.to_thread(_initial, case.metadata["domain"], case.metadata["task"])
+
+
+def _initial(domain: str, task_json: dict[str, Any]) -> dict[str, Any]:
+    task = _tau2.task(task_json)
+    env = _tau2.environment(domain)
     initial = task.initial_state
     if initial is not None:
         env.set_state(

@@ -7,6 +7,7 @@ domain, the requestor and τ²'s tool name, so a step in any process finds it.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import hashlib
 import inspect
@@ -21,20 +22,30 @@ class Error(Exception):
     """A τ² tool's failure: the model reads ``Error: <message>``, τ²'s own wording."""
 
 
-def call(domain: str, requestor: str, tool: str, /, env: dict[str, Any], **arguments: Any) -> str:
-    """Run τ² tool ``tool`` of ``domain`` on ``env`` (changed in place).
+async def call(
+    domain: str, requestor: str, tool: str, /, env: dict[str, Any], **arguments: Any
+) -> str:
+    """Run τ² tool ``tool`` of ``domain`` on ``env`` (changed in place), in a thread.
 
     As τ²'s ``Environment.get_response`` does: its result as τ² serializes it, its error as
-    τ² words it, and the environment synced after (telecom's user surroundings).
+    τ² words it, and the environment synced after (telecom's user surroundings). A thread,
+    because τ²'s tools are synchronous and its databases take a moment to load.
 
     Raises:
         Error: the tool failed (the model reads the error, the trajectory goes on).
     """
+    return await asyncio.to_thread(_call, domain, requestor, tool, env, arguments)
+
+
+def _call(
+    domain: str, requestor: str, tool: str, env: dict[str, Any], arguments: dict[str, Any]
+) -> str:
     environment = _tau2.environment(domain, env)
     message_model = _tau2.tau2_module("data_model.message")
     reply = environment.get_response(
         message_model.ToolCall(id="", name=tool, arguments=arguments, requestor=requestor)
     )
+    environment.sync_tools()  # as τ²'s orchestrator does after every step, a failed call too
     env.clear()
     env.update(_tau2.state_of(environment))
     content = reply.content or ""
@@ -74,7 +85,7 @@ def tools(domain: str, requestor: str) -> tuple[Tool, ...]:
     """The fxtr tools of a domain's τ² toolkit (the agent's, or the user's: maybe none).
 
     Each has τ²'s name, description and JSON schema, and a code hash of τ²'s function and of
-    :func:`call`, so another τ² version's tool sends its cached calls through the conflict
+    ``_call``, so another τ² version's tool sends its cached calls through the conflict
     policy.
     """
     env = _tau2.environment(domain)
@@ -85,7 +96,7 @@ def tools(domain: str, requestor: str) -> tuple[Tool, ...]:
     made = []
     for name, tau2_tool in toolkit.get_tools().items():
         schema = tau2_tool.openai_schema["function"]
-        source = inspect.getsource(call) + inspect.getsource(getattr(toolkit, name))
+        source = inspect.getsource(_call) + inspect.getsource(getattr(toolkit, name))
         code = hashlib.sha256(source.encode()).hexdigest()[:16]
         made.append(
             Tool(
