@@ -15,6 +15,7 @@ import functools
 import itertools
 import os
 import re
+from collections import Counter
 from typing import Any
 
 from fxtr.agents import tool_call
@@ -65,6 +66,12 @@ def _scenarios() -> list[tuple[str, str, str]]:
     return [
         (str(t.user_scenario), domain, t.id) for domain in DOMAINS for t in tasks(domain).values()
     ]
+
+
+def identifiable(cases: list[Any]) -> list[Any]:
+    """The cases whose user the script can tell apart (a scenario no other task has)."""
+    seen = Counter(known for known, _, _ in _scenarios())
+    return [c for c in cases if seen[c.metadata["user"]] == 1]
 
 
 def _text(message: Any) -> str:
@@ -144,6 +151,7 @@ def wrong_script(request: ModelRequest) -> object:
     return _script(request, wrong=True)
 
 
-GOLD = register_mock("tau2-gold", gold_script)
+DELAY = float(os.environ.get("FXTR_TEST_DELAY", "0"))
+GOLD = register_mock("tau2-gold", gold_script, delay=DELAY)
 WRONG_AGENT = register_mock("tau2-wrong", wrong_script)
-USER = register_mock("tau2-user", user_script)
+USER = register_mock("tau2-user", user_script, delay=DELAY)

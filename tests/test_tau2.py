@@ -200,7 +200,7 @@ def test_the_agent_is_tau2s_prompt_tools_and_user():
 
 def test_telecom_users_call_their_tools_on_the_same_environment(tmp_path):
     """Dual control: the user's gold actions are its own tool calls, steps user_tool[i,j]."""
-    cases = tau2.cases("telecom", split="small")[:3]
+    cases = scripts.identifiable(tau2.cases("telecom", split="small"))[:3]
     scores = _run("telecom", tmp_path / "store", cases, agents=(scripts.GOLD,))
     addresses = [i.address for i in _run.invocations]  # type: ignore[attr-defined]
     assert any("/user_tool[" in a for a in addresses)

@@ -18,6 +18,7 @@ import functools
 import importlib.util
 import json
 import sys
+import threading
 import types
 from collections.abc import Callable
 from typing import Any
@@ -88,9 +89,21 @@ def _copy(name: str, seams: dict[str, types.ModuleType]) -> types.ModuleType:
     return module
 
 
-@functools.cache
+_LOADING = threading.Lock()
+
+
 def evaluator() -> types.ModuleType:
-    """τ²'s ``tau2.evaluator.evaluator``, its seams bound to fxtr (see the module doc)."""
+    """τ²'s ``tau2.evaluator.evaluator``, its seams bound to fxtr (see the module doc).
+
+    Loaded once, under a lock: scores are graded in threads, and the copy is made with
+    ``sys.modules`` briefly pointing at the seams.
+    """
+    with _LOADING:
+        return _evaluator()
+
+
+@functools.cache
+def _evaluator() -> types.ModuleType:
     _tau2.tau2_module("data_model.simulation")  # the light modules, imported for real
     _tau2.tau2_module("evaluator.evaluator_env")
     llm = types.ModuleType("tau2.utils.llm_utils")
