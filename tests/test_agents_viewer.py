@@ -60,6 +60,12 @@ def test_a_cell_holds_its_trajectories_in_time_order(airline):
     assert right[0]["events"][4]["calls"][0]["arguments"] == {"reservation_id": "R4"}
     assert wrong[0]["events"][4]["calls"][0]["arguments"] == {"reservation_id": "R1"}
     assert wrong[0]["env"]["reservations"]["R1"]["status"] == "cancelled"
+    # each call's change to the stored environment, as paths (DESIGN §18)
+    assert wrong[0]["events"][5]["env_changes"] == [
+        "flights.FX100.seats: 3 → 4",
+        'reservations.R1.status: "booked" → "cancelled"',
+    ]
+    assert 'reservations.R4.status: "booked" → "cancelled"' in right[0]["events"][5]["env_changes"]
     assert wrong[0]["env_differences"] == [
         "flights.FX100.seats: 4 != 3",
         "flights.FX101.seats: 1 != 2",

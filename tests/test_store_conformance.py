@@ -687,3 +687,157 @@ def test_a_damaged_kept_entry_is_never_served(location):
     assert again.output.item() == "ALPHA" and not again.invocations[0].from_cache
     (kept,) = open_store(location).history(ADDRESS)  # beta; the damaged one is gone
     assert json.loads(kept["result"]) == "BETA"
+
+
+# content-addressed parts (DESIGN §17, §18) -------------------------------------------------
+
+
+def _damage_blob(location: str, digest: str) -> None:
+    """Change a stored part's bytes behind the store's back (its digest stays)."""
+    if is_url(location):
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as conn:
+            changed = conn.execute(
+                "UPDATE fxtr_blobs SET body = body || '!'::bytea WHERE digest = %s", (digest,)
+            ).rowcount
+        assert changed == 1
+        return
+    store = open_store(location)
+    store.cache.set("b|" + digest, b"damaged bytes")
+
+
+def _drop_blob(location: str, digest: str) -> None:
+    if is_url(location):
+        import psycopg
+
+        with psycopg.connect(location, autocommit=True) as conn:
+            conn.execute("DELETE FROM fxtr_blobs WHERE digest = %s", (digest,))
+    else:
+        assert open_store(location).cache.delete("b|" + digest)
+
+
+def test_parts_are_stored_once_by_digest_and_read_back_verified(location):
+    """Parts written with a batch read back by digest; a second write of a digest is a no-op;
+    a part of megabytes round-trips; a damaged part is absent from the answer."""
+    from fxtr.store import Batch, blob_digest
+
+    small, large = b"one small part", os.urandom(3 * 2**20)
+    d1, d2 = blob_digest(small), blob_digest(large)
+    assert d1 == __import__("hashlib").sha256(small).hexdigest()
+    store = open_store(location)
+    assert store.has_blobs([d1, d2]) == set() and store.get_blobs([d1]) == {}
+    store.write(Batch(blobs={d1: small, d2: large}))
+    assert store.has_blobs([d1, d2, "0" * 64]) == {d1, d2}
+    assert store.get_blobs([d1, d2, "0" * 64]) == {d1: small, d2: large}
+    store.write(Batch(blobs={d1: small}))  # already present: nothing changes
+    assert open_store(location).get_blobs([d1]) == {d1: small}
+    _damage_blob(location, d1)
+    reopened = open_store(location)
+    assert reopened.get_blobs([d1, d2]) == {d2: large}  # never returned wrong
+    assert d1 not in reopened.has_blobs([d1])  # removed when found: the next write stores it
+    reopened.write(Batch(blobs={d1: small}))
+    assert open_store(location).get_blobs([d1]) == {d1: small}
+    assert open_store(location).volume()["parts"] == 2
+
+
+def test_parts_are_written_in_the_entries_transaction(location):
+    """A batch whose write fails stores neither its entries nor its parts."""
+    from fxtr.store import Batch, blob_digest
+
+    store = open_store(location)
+    data = b"part of a result"
+    digest = blob_digest(data)
+    bad = Batch(entries={"parts/a": _entry("fp")}, blobs={digest: data}, invocations={"j": [{}]})
+    with pytest.raises(Exception):  # noqa: B017 - a record without an address
+        store.write(bad)
+    assert store.get_entry("parts/a") is None and store.has_blobs([digest]) == set()
+
+
+@step(name="conformance.parts")
+async def _with_parts(context: StepContext, text: str) -> str:
+    from fxtr.store import blob_digest
+
+    data = text.encode() * 1000
+    digest = blob_digest(data)
+    context.put_blobs({digest: data})
+    assert await context.get_blobs([digest]) == {digest: data}  # queued ones are read too
+    examples.CALLS.append(text)
+    return digest
+
+
+@workflow(name="conformance.parts_wf")
+async def _parts_wf(context: WorkflowContext, text: str) -> Annotated[ArrayHandle[str], "[]"]:
+    return context.run_step("s", _with_parts, {"text": text})
+
+
+@step(name="conformance.read_parts")
+async def _read_parts(context: StepContext, digest: str) -> int:
+    return len((await context.get_blobs([digest]))[digest])
+
+
+@workflow(name="conformance.read_parts_wf")
+async def _read_parts_wf(context: WorkflowContext, text: str) -> Annotated[ArrayHandle[int], "[]"]:
+    digest = context.run_step("s", _with_parts, {"text": text})
+    return context.run_step("r", _read_parts, {"digest": digest})
+
+
+def test_a_cached_result_whose_parts_are_missing_or_damaged_is_a_miss(location):
+    """A step's parts are stored with its result; the result is served while they are there;
+    a missing or damaged part makes it a miss (the step runs again and stores them again)."""
+    first = run(_parts_wf, {"text": "abc"}, store=location)
+    digest = first.output.item()
+    assert open_store(location).get_blobs([digest]) == {digest: b"abc" * 1000}
+    assert open_store(location).get_entry("conformance.parts_wf/s").parts == [digest]
+    examples.CALLS.clear()
+    assert run(_parts_wf, {"text": "abc"}, store=location).invocations[0].from_cache
+    assert examples.CALLS == []
+    for spoil in (_drop_blob, _damage_blob):
+        spoil(location, digest)
+        again = run(_parts_wf, {"text": "abc"}, store=location)
+        assert again.status == "succeeded" and again.output.item() == digest
+        assert not again.invocations[0].from_cache and examples.CALLS == ["abc"]
+        assert again.damaged == ["conformance.parts_wf/s"]
+        assert open_store(location).get_blobs([digest]) == {digest: b"abc" * 1000}
+        examples.CALLS.clear()
+        assert run(_parts_wf, {"text": "abc"}, store=location).invocations[0].from_cache
+
+
+def test_a_step_reads_the_parts_another_step_wrote(location):
+    """Parts queued by one step are read by the next, in the same run and from the store."""
+    assert run(_read_parts_wf, {"text": "xy"}, store=location).output.item() == 2000
+    again = run(_read_parts_wf, {"text": "xy"}, store=location)
+    assert again.output.item() == 2000
+
+
+def test_put_blobs_refuses_a_part_not_named_by_its_digest(tmp_path):
+    """A key that is not the digest of its bytes fails the step, naming the fix."""
+
+    @step(name="conformance.bad_parts")
+    async def bad(context: StepContext, text: str) -> str:
+        context.put_blobs({"0" * 64: text.encode()})
+        return text
+
+    @workflow(name="conformance.bad_parts_wf")
+    async def wf(context: WorkflowContext, text: str) -> Annotated[ArrayHandle[str], "[]"]:
+        return context.run_step("s", bad, {"text": text})
+
+    result = run(wf, {"text": "x"}, store=str(tmp_path / "store"))
+    assert result.status == "failed"
+    assert "blob_digest" in result.invocations[0].error
+
+
+def test_a_part_holding_a_credential_is_not_written(location, monkeypatch):
+    """A part is named by its bytes, so it cannot be stored redacted: one that holds a known
+    credential is left out of the batch (its entry then misses); the clean ones are written."""
+    import fxtr.secrets
+    from fxtr.store import Batch, blob_digest
+    from fxtr.store._base import redact_batch
+
+    monkeypatch.setenv("CONFORMANCE_API_KEY", LEAKY_KEY)
+    monkeypatch.setattr(fxtr.secrets, "_env_seen", (-1.0, frozenset()))
+    leaky, clean = f'{{"token": "{LEAKY_KEY}"}}'.encode(), b'{"token": "none"}'
+    batch = redact_batch(Batch(blobs={blob_digest(leaky): leaky, blob_digest(clean): clean}))
+    open_store(location).write(batch)
+    store = open_store(location)
+    assert store.has_blobs([blob_digest(leaky), blob_digest(clean)]) == {blob_digest(clean)}

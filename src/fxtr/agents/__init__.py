@@ -20,6 +20,7 @@ from fxtr.agents._loop import (
     turn,
 )
 from fxtr.agents._scorers import TrajectoryScorer, scorer, state_matches, tool_called
+from fxtr.agents._state import StoredEnv
 from fxtr.agents._tool import Tool, tool
 from fxtr.agents._types import STOPS, Agent, ToolOutcome, Trajectory, Turn, UserSim, tool_call
 from fxtr.models import ToolCall, ToolResult, ToolSpec
@@ -27,6 +28,7 @@ from fxtr.models import ToolCall, ToolResult, ToolSpec
 __all__ = [
     "STOPS",
     "Agent",
+    "StoredEnv",
     "Tool",
     "ToolCall",
     "ToolOutcome",

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-import json
 import time
 from typing import Any
 
 import fxtr.evals._evaluate as kit  # a module: the kit imports this package half-way
+from fxtr.agents import _env as env_tree
 from fxtr.agents import _memo as memo
 from fxtr.agents._prompts import CONTINUE, SUBMIT
 from fxtr.agents._scorers import grade_trajectory
-from fxtr.agents._tool import Tool, import_path
+from fxtr.agents._tool import Tool, _content, import_path
 from fxtr.agents._types import (
     RUNNERS,
     Agent,
@@ -125,23 +125,6 @@ async def build_env(context: StepContext, env: str, code: str | None, case: Case
         value = await value
     _check_env(value, f"The environment {env!r} built for case {case.id!r}")
     return Environment(state=value)
-
-
-def _content(value: Any, tool: Tool) -> str:
-    """A tool's return value as the text the model reads."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, Entity):
-        value = json.loads(encode_text(value))
-    try:
-        return json.dumps(value, ensure_ascii=False)
-    except (TypeError, ValueError):
-        msg = (
-            f"Tool {tool.name!r} returned a {type(value).__name__} ({value!r:.80}), which "
-            "cannot be sent to the model: return a str, a number, a bool, None, or a list "
-            "or dict of those."
-        )
-        raise TypeError(msg) from None
 
 
 @step(name="fxtr.agents.tool")
@@ -354,11 +337,12 @@ async def _run(
     specs = tuple(t.spec for t in agent.tools) + ((SUBMIT,) if agent.submit else ())
     sampling = _sampling(model, context.sample)
     env: Any = None
-    if agent.env is not None:
+    if agent.env is not None:  # a tree of parts; whole values where a store kept them so
+        builder = build_env if await env_tree.legacy(context) else env_tree.build_state
         built: Environment = await _value(
             context,
             context.run_step(
-                "env", build_env, {"env": agent.env, "code": agent.env_code, "case": case_handle}
+                "env", builder, {"env": agent.env, "code": agent.env_code, "case": case_handle}
             ),
         )
         env = built.state
@@ -411,6 +395,7 @@ async def _run(
         else:
             answer, stop = text, "answer"
         i += 1
+    env_tree.forget(context.job_id, context.address)
     return Trajectory(
         messages=tuple(messages),
         answer=answer,
@@ -544,9 +529,10 @@ async def _tool_calls(
                 is_error=True,
             )
             continue
+        on_tree = tool.uses_env and isinstance(env, env_tree.StoredEnv)
         handle = context.run_step(
             f"{prefix}[{i},{first + j}]",
-            run_tool,
+            env_tree.run_tool_on_state if on_tree else run_tool,
             {
                 "tool": stored.get(tool.name) or await _store_tool(context, tool, stored),
                 "call": await context.store(c),

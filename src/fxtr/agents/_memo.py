@@ -219,6 +219,9 @@ async def serve(context: WorkflowContext, key: str) -> ArrayHandle[Any] | None:
             if e is None or e.damaged or not matches(e, fp) or _digest(e.result) != digest:
                 return None
             found.append(e)
+        parts = {p for e in found for p in e.parts}
+        if parts and len(run.store.get_blobs(parts)) < len(parts):
+            return None  # a step names a part the store lost: step by step, where it misses
     try:
         result = decode_text(found[[s[0] for s in steps].index(result_at)].result)
     except (ValueError, TypeError, KeyError, RecursionError):

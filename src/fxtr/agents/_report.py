@@ -40,6 +40,8 @@ def loose(tree: Any, store: Any, depth: int = 0) -> Any:
         return [loose(v, store, depth) for v in tree]
     if not isinstance(tree, dict):
         return tree
+    if tree.get("$entity") == STORED_ENV and isinstance(tree.get("v"), dict):
+        return stored_env(store, str(tree["v"].get("root")))
     if "$entity" in tree and "v" in tree:
         fields = {k: loose(v, store, depth) for k, v in tree["v"].items()}
         return {"$type": tree["$entity"], **fields}
@@ -51,6 +53,84 @@ def loose(tree: Any, store: Any, depth: int = 0) -> Any:
     if "$dict" in tree:
         return {k: loose(v, store, depth) for k, v in tree["$dict"]}
     return {k: loose(v, store, depth) for k, v in tree.items()}
+
+
+STORED_ENV = "fxtr.agents._state:StoredEnv"
+"""An environment kept as a tree of the store's parts (``fxtr.store._tree``), by its root."""
+
+
+def stored_env(store: Any, root: str) -> Any:
+    """A stored environment's whole value, loosely (entities as ``$type`` and fields).
+
+    ``{"$type": ..., "$missing": root}`` when a part is missing from the store.
+    """
+    from fxtr.store import MissingPartError, load
+
+    try:
+        return load(root, store.get_blobs, entity=lambda key, fields: {"$type": key, **fields})
+    except (MissingPartError, ValueError, TypeError, LookupError):
+        return {"$type": STORED_ENV, "$missing": root}
+
+
+def env_changes(
+    store: Any, trajectory: str, addresses: list[str], invocations: Any
+) -> dict[str, list[str]]:
+    """What each tool call of a trajectory changed in its stored environment, by call id.
+
+    Read from the roots its ``env`` and ``tool[i,j]`` steps recorded (among ``addresses``),
+    reading only the differing paths from the store.
+    """
+    from fxtr.store import MissingPartError, changes
+
+    before = _root(store, (invocations.get(f"{trajectory}/env") or {}).get("result_text"))
+    if before is None:
+        return {}
+    calls = []
+    for address in addresses:
+        head, _, name = address.rpartition("/")
+        inv = invocations.get(address) or {}
+        if head == trajectory and name.startswith("tool[") and inv.get("status") == "succeeded":
+            i, j = name[5:-1].split(",")
+            calls.append((int(i), int(j), inv.get("result_text")))
+    out: dict[str, list[str]] = {}
+    for _, _, text in sorted(calls, key=lambda c: (c[0], c[1])):
+        outcome = _entity_tree(store, text)
+        root = _root(store, text)
+        if outcome is None or root is None:
+            continue
+        call_id = str(((outcome.get("result") or {}).get("v") or {}).get("tool_call_id", ""))
+        if root != before:
+            try:
+                out[call_id] = changes(before, root, store.get_blobs)
+            except (MissingPartError, ValueError, TypeError):
+                out[call_id] = ["(a part of the environment is missing from the store)"]
+        before = root
+    return out
+
+
+def _entity_tree(store: Any, text: str | None) -> dict[str, Any] | None:
+    """The fields of an entity a step returned (by reference or inline), as stored."""
+    try:
+        tree = json.loads(text or "null")
+        if isinstance(tree, dict) and "$ref" in tree:
+            tree = json.loads(store.get_entity(tree["id"]) or "null")
+    except (ValueError, TypeError, KeyError):
+        return None
+    if not isinstance(tree, dict) or not isinstance(tree.get("v"), dict):
+        return None
+    fields: dict[str, Any] = tree["v"]
+    return fields
+
+
+def _root(store: Any, text: str | None) -> str | None:
+    fields = _entity_tree(store, text)
+    if fields is None:
+        return None
+    env = fields.get("env", fields.get("state"))
+    if isinstance(env, dict) and env.get("$entity") == STORED_ENV:
+        root = (env.get("v") or {}).get("root")
+        return root if isinstance(root, str) else None
+    return None
 
 
 def plain(value: Any) -> Any:
@@ -214,6 +294,10 @@ def cell_trajectories(
             continue
         keys = _keys(address)
         view = trajectory_view(trajectory)
+        changed = env_changes(store, address.rpartition("/")[0], addresses, invocations)
+        for event in view["events"]:
+            if event["kind"] == "tool_result" and event.get("id") in changed:
+                event["env_changes"] = changed[event["id"]]
         view["address"] = address
         view["sample"] = keys.get("sample")
         score_inv = scores.get(tuple(sorted(keys.items())))

@@ -198,6 +198,9 @@ async def grade_trajectory(
     context: StepContext, scorer: Scorer, case: Case, trajectory: Trajectory
 ) -> Score:
     """Grade a trajectory: text scorers and judges grade its answer."""
+    from fxtr.agents._env import whole
+
+    trajectory = await whole(context, trajectory)  # a stored environment, read whole
     if isinstance(scorer, TrajectoryScorer):
         if scorer.kind == "scorer":  # maybe async, maybe asking a judge
             assert scorer.function is not None

@@ -14,6 +14,7 @@ from typing import Any, Literal, Union, overload
 import docstring_parser
 
 from fxtr.experiment._definition import _normalized_source_hash
+from fxtr.experiment._encoding import encode_text
 from fxtr.experiment._entity import Entity
 from fxtr.models import ToolSpec
 
@@ -258,3 +259,20 @@ def json_schema(tp: Any) -> dict[str, Any]:
         raise TypeError(msg)
     msg = f"{getattr(tp, '__qualname__', tp)!r} has no JSON schema"
     raise TypeError(msg)
+
+
+def _content(value: Any, tool: Tool) -> str:  # the name the loop's tool step calls
+    """A tool's return value as the text the model reads."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Entity):
+        value = json.loads(encode_text(value))
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        msg = (
+            f"Tool {tool.name!r} returned a {type(value).__name__} ({value!r:.80}), which "
+            "cannot be sent to the model: return a str, a number, a bool, None, or a list "
+            "or dict of those."
+        )
+        raise TypeError(msg) from None

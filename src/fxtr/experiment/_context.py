@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import re
-from collections.abc import Awaitable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from fxtr.experiment import _hermetic as hermetic
@@ -279,6 +279,9 @@ class StepContext(_Entities):
         self._step = step
         self._invocation = invocation
         self._sample = sample
+        self._blobs: dict[str, bytes] = {}
+        """Parts queued by ``put_blobs``: written with this invocation's result, which names
+        them (served only while they are all in the store)."""
 
     @property
     def sample(self) -> int | None:
@@ -315,6 +318,42 @@ class StepContext(_Entities):
         """Write a line to this invocation's log (shown beside it in reports)."""
         self._invocation.logs.append(str(message))
         log.info("%s: %s", self.cache_key, message)
+
+    def put_blobs(self, blobs: Mapping[str, bytes]) -> None:
+        """Queue content-addressed parts to be stored with this invocation's result.
+
+        Each key must be its bytes' digest (``fxtr.store.blob_digest``). The parts are written
+        in the same transaction as the result (none when the step fails), a part the store
+        holds already is not written again, and the cached result names them: it is served
+        only while every one is in the store (a missing or damaged part makes it a miss).
+
+        Raises:
+            ValueError: a key is not the digest of its bytes.
+        """
+        from fxtr.store import blob_digest
+
+        for digest, data in blobs.items():
+            if not isinstance(data, bytes) or blob_digest(data) != digest:
+                msg = (
+                    f"put_blobs got a part under {digest!r:.20} that is not the digest of its "
+                    "bytes; name each part by fxtr.store.blob_digest(data)."
+                )
+                raise ValueError(msg)
+        self._blobs.update(blobs)
+
+    async def get_blobs(self, digests: Iterable[str]) -> dict[str, bytes]:
+        """The parts present among ``digests``; a missing or damaged one is absent.
+
+        Parts queued by this invocation, or by others of this run and not yet written, are
+        read from memory; the rest from the store.
+        """
+        wanted = list(dict.fromkeys(digests))
+        pending = self._run._batch.blobs if self._run._batch is not None else {}
+        out = {d: b for d in wanted if (b := self._blobs.get(d, pending.get(d))) is not None}
+        rest = [d for d in wanted if d not in out]
+        if rest:
+            out.update(self._run.store.get_blobs(rest))
+        return out
 
     async def _enter(self, body: Awaitable[R]) -> R:
         watch = hermetic.watching.set(self._invocation.warnings if self._run.hermetic else None)

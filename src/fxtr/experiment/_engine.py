@@ -263,6 +263,11 @@ class Run:
 
         log.warning("a batch could not be stored (%s); writing it in parts", error)
         lost: dict[str, str] = {}
+        if batch.blobs:  # parts first: an entry written apart must not name a part not stored
+            try:
+                self.store.write(Batch(blobs=batch.blobs))
+            except Exception as exc:
+                log.warning("parts could not be stored (%s); the results naming them miss", exc)
         for address, text in batch.entries.items():
             one = Batch(entries={address: text}, keep=batch.keep)
             try:

@@ -96,8 +96,11 @@ async def invoke(
         "created_at": inv.ended_at,
     }
     code = code_reached(inv.model_calls) if inv.calls else None
-    entry = CacheEntry(fp or "", version_str(step.version), text, usage, meta, code=code)
     batch = run.queue()
+    if ctx._blobs:  # the parts its result names, in the same batch as the entry
+        meta["parts"] = sorted(ctx._blobs)
+        batch.blobs.update(ctx._blobs)
+    entry = CacheEntry(fp or "", version_str(step.version), text, usage, meta, code=code)
     batch.entries[address] = entry.to_text()  # the store keeps the entry it displaces
     batch.released.append(address)
     run.held.discard(address)

@@ -278,8 +278,13 @@ def hit(
     """The entry's result served, or None when its text cannot be decoded.
 
     Such an entry is damaged though its checksum matched (written damaged, or by a buggy or
-    newer writer): a miss, recomputed and counted, never a crash.
+    newer writer): a miss, recomputed and counted, never a crash. So is one that names a
+    part (``StepContext.put_blobs``) the store lacks, or holds damaged: never a hit that
+    fails later.
     """
+    parts = entry.parts
+    if parts and len(run.store.get_blobs(parts)) < len(set(parts)):
+        return None
     try:
         return served(run, step, address, fps, fp, entry.result, entry.usage)
     except _UNDECODABLE:

@@ -33,6 +33,13 @@ def render_tree(tree: Any, store: Store, depth: int = 0) -> Any:
         return shown
     if not isinstance(tree, dict):
         return tree
+    if tree.get("$entity") == STORED_TREE and isinstance(tree.get("v"), dict):
+        return {
+            "kind": "entity",
+            "type": "StoredEnv",
+            "fields": {"root": tree["v"].get("root")},
+            "value": render_tree(_whole(store, tree["v"].get("root")), store, depth + 1),
+        }
     if "$entity" in tree:
         return {
             "kind": "entity",
@@ -62,6 +69,20 @@ def render_tree(tree: Any, store: Store, depth: int = 0) -> Any:
     if "$dict" in tree:
         return {k: render_tree(v, store, depth + 1) for k, v in tree["$dict"]}
     return {k: render_tree(v, store, depth + 1) for k, v in tree.items()}
+
+
+STORED_TREE = "fxtr.agents._state:StoredEnv"
+"""A value kept as a tree of the store's parts (an agent's environment), by its root."""
+
+
+def _whole(store: Store, root: Any) -> Any:
+    """The canonical tree of a value kept as parts; a note when a part is missing."""
+    from fxtr.store import MissingPartError, load
+
+    try:
+        return load(str(root), store.get_blobs, entity=lambda key, v: {"$entity": key, "v": v})
+    except (MissingPartError, ValueError, TypeError, LookupError):
+        return {"kind": "missing", "text": f"a part of the stored value {root} is missing"}
 
 
 def render_value(text: str | None, store: Store) -> Any:

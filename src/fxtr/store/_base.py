@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import warnings
+from collections.abc import Iterable
 from typing import Any
 
 from fxtr.experiment.errors import FxtrError
@@ -189,6 +190,18 @@ class CacheEntry:
         return entry_key(self.fingerprint, self.code)
 
     @property
+    def parts(self) -> list[str]:
+        """The digests of the parts (``Batch.blobs``) the result names.
+
+        The entry is served only while every one is present. Kept in the metadata
+        (``"parts"``); an entry without parts is answered without parsing it.
+        """
+        if self._meta is None and '"parts"' not in (self._meta_text or ""):
+            return []
+        parts = self.meta.get("parts")
+        return [p for p in parts if isinstance(p, str)] if isinstance(parts, list) else []
+
+    @property
     def meta(self) -> dict[str, Any]:
         """Step name, source hash, input fingerprints, job id, creation time."""
         if self._meta is None:
@@ -304,6 +317,23 @@ class CacheEntry:
         )
 
 
+def blob_digest(data: bytes) -> str:
+    """A part's digest, the name the store keeps it by: the sha256 hex of its bytes."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def intact_blobs(found: Iterable[tuple[str, bytes]]) -> tuple[dict[str, bytes], list[str]]:
+    """The parts whose bytes hash to their digest, and the digests of the damaged others."""
+    good: dict[str, bytes] = {}
+    damaged: list[str] = []
+    for digest, data in found:
+        if hashlib.sha256(data).hexdigest() == digest:
+            good[digest] = data
+        else:
+            damaged.append(digest)
+    return good, damaged
+
+
 def entry_key(fingerprint: str, code: dict[str, str] | None) -> str:
     """The key an address keeps one entry per (``CacheEntry.key``)."""
     if not code:
@@ -354,6 +384,10 @@ class Batch:
     failures: dict[str, str] = dataclasses.field(default_factory=dict)
     """Failed invocation records by ``JOB|ATTEMPT|ADDRESS``, for processes that joined the
     attempt and wait on the address."""
+    blobs: dict[str, bytes] = dataclasses.field(default_factory=dict, repr=False)
+    """Content-addressed parts by digest (``blob_digest``), written in the same transaction
+    as the entries that name them, so a cached result never names a part the store lacks;
+    a digest already stored is not written again."""
     invocation_texts: dict[str, list[str]] = dataclasses.field(default_factory=dict, repr=False)
     """The JSON text of each record of ``invocations``, in order, where ``redact_batch``
     already made it (to check it for credentials): a store writes these (``record_texts``)
@@ -376,6 +410,7 @@ class Batch:
             or self.invocations
             or self.values
             or self.failures
+            or self.blobs
         )
 
 
@@ -452,7 +487,8 @@ def redact_batch(batch: Batch) -> Batch:
     scan of it); the cached result of a step that returned a credential is the redacted one.
     Entries kept at an address were redacted when they were written. A batch whose texts
     are all clean (most are) is checked in one scan of them joined by newlines (which no
-    credential pattern crosses: ``fxtr.secrets``) and written as it is.
+    credential pattern crosses: ``fxtr.secrets``) and written as it is. A part (``blobs``)
+    that holds a credential is left out (``_holds_secret``).
     """
     records = {job: [json.dumps(r) for r in rows] for job, rows in batch.invocations.items()}
     texts = [
@@ -463,8 +499,13 @@ def redact_batch(batch: Batch) -> Batch:
         *(text for job_texts in records.values() for text in job_texts),
     ]
     joined = "\n".join(texts)
+    blobs = batch.blobs
+    if blobs:  # a part is bytes: read as Latin-1 (every byte a character), checked alike
+        parts = "\n".join(b.decode("latin-1") for b in blobs.values())
+        if redact(parts) != parts:
+            blobs = {d: b for d, b in blobs.items() if not _holds_secret(b)}
     if redact(joined) == joined:
-        return dataclasses.replace(batch, invocation_texts=records)
+        return dataclasses.replace(batch, invocation_texts=records, blobs=blobs)
     return Batch(
         entries={a: _redact_entry(t) for a, t in batch.entries.items()},
         current=batch.current,
@@ -474,4 +515,15 @@ def redact_batch(batch: Batch) -> Batch:
         invocations={job: _redact_records(rows) for job, rows in batch.invocations.items()},
         values={k: redact_json_text(t) for k, t in batch.values.items()},
         failures={k: redact_json_text(t) for k, t in batch.failures.items()},
+        blobs=blobs,
     )
+
+
+def _holds_secret(data: bytes) -> bool:
+    """Whether a part holds a credential.
+
+    Such a part is not written (a part is named by its bytes, so it cannot be stored
+    redacted); an entry that names it is then a miss.
+    """
+    text = data.decode("latin-1")
+    return redact(text) != text

@@ -23,6 +23,8 @@ values JSON text):
   still read, the table's rows standing over them.
 - ``v|FINGERPRINT``: the canonical text of a step input (records keep fingerprints).
 - ``x|JOB|ATTEMPT|ADDRESS``: the record of an invocation that failed in that attempt.
+- ``b|DIGEST``: a content-addressed part (``Batch.blobs``), its bytes; a large one is a
+  file of diskcache's own (values past its ``disk_min_file_size``).
 - ``l|KEY``: the last job launched for a key (the plugin's per-eval resume pointer).
 - ``tc|TASK`` and ``tn|TASK|SEQ``: a ``fxtr.tracing.Client`` task graph, node by node.
 """
@@ -39,7 +41,7 @@ from typing import Any
 
 import diskcache
 
-from fxtr.store._base import Batch, CacheEntry, StoreError, entry_key
+from fxtr.store._base import Batch, CacheEntry, StoreError, entry_key, intact_blobs
 from fxtr.store._diskcache_jobs import DiskRecords
 from fxtr.store._tables import ClaimTable, InvocationTable, JobTable, ValueTable
 from fxtr.store._unwritable import (
@@ -55,6 +57,7 @@ _KINDS = {
     "e": "cache entries",
     "k": "addresses with older entries",
     "n": "entities",
+    "b": "parts",
     "v": "input values",
     "tc": "tracing tasks",
 }
@@ -207,7 +210,7 @@ class DiskStore(DiskRecords):
         parse = CacheEntry.from_text
         return {key[2:]: parse(text) for key, text in self._get_many(keys).items()}
 
-    def _get_many(self, keys: list[str]) -> dict[str, str]:
+    def _get_many(self, keys: list[str], raw: bool = False) -> dict[str, Any]:
         """Values of many str keys: one SELECT per 500 keys instead of one per key.
 
         It runs the query ``Cache.get`` runs, over diskcache's own table and ``Disk.fetch``
@@ -232,7 +235,8 @@ class DiskStore(DiskRecords):
                         try:
                             out[key] = fetch(mode, filename, value, False)
                         except OSError:  # its value file is gone: a damaged entry
-                            out[key] = ""
+                            if not raw:
+                                out[key] = ""
             return out
         except (AttributeError, TypeError, sqlite3.OperationalError):
             out.clear()
@@ -438,6 +442,42 @@ class DiskStore(DiskRecords):
             text = self.cache.get("v|" + fingerprint)
         return text
 
+    # content-addressed parts ----------------------------------------------------------
+
+    def get_blobs(self, digests: Iterable[str]) -> dict[str, bytes]:
+        """The parts present among ``digests``; a damaged one is absent.
+
+        A part whose bytes do not hash to its digest is removed, so that the next write of
+        it stores it again.
+        """
+        keys = ["b|" + d for d in dict.fromkeys(digests)]
+        found = ((k[2:], v) for k, v in self._get_many(keys, raw=True).items())
+        good, damaged = intact_blobs((d, v) for d, v in found if isinstance(v, bytes))
+        if damaged and self.read_only is None:
+            with self.cache.transact():
+                for digest in damaged:
+                    self.cache.delete("b|" + digest)
+        return good
+
+    def has_blobs(self, digests: Iterable[str]) -> set[str]:
+        """Which of ``digests`` the store holds (read on the key index: no part is read)."""
+        return {k[2:] for k in self._present(["b|" + d for d in dict.fromkeys(digests)])}
+
+    def _present(self, keys: list[str]) -> set[str]:
+        out: set[str] = set()
+        try:
+            for start in range(0, len(keys), 500):
+                chunk = keys[start : start + 500]
+                rows = self.cache._sql(
+                    f"SELECT key FROM Cache WHERE key IN ({','.join('?' * len(chunk))}) "
+                    "AND raw = 1",
+                    chunk,
+                ).fetchall()
+                out.update(key for (key,) in rows)
+        except (AttributeError, TypeError, sqlite3.OperationalError):
+            out = {k for k in keys if k in self.cache}
+        return out
+
     # the whole store ------------------------------------------------------------------
 
     def volume(self) -> dict[str, Any]:
@@ -480,6 +520,11 @@ class DiskStore(DiskRecords):
             for address, key in batch.current.items():
                 if address not in batch.entries:
                     self._promote(address, key, keep)
+            if batch.blobs:  # before the entries that name them (one transaction)
+                have = self._present(["b|" + d for d in batch.blobs])
+                for digest, data in batch.blobs.items():
+                    if "b|" + digest not in have:
+                        cache.set("b|" + digest, data)
             for entity_id, text in batch.entities.items():
                 cache.set("n|" + entity_id, text)
             if batch.values:

@@ -31,7 +31,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 
 from fxtr.experiment.errors import FxtrError
 from fxtr.store import _postgres_cache as entries
-from fxtr.store._base import Batch, CacheEntry
+from fxtr.store._base import Batch, CacheEntry, intact_blobs
 from fxtr.store._base import pid_alive as _pid_alive
 from fxtr.store._postgres_cache import BUCKETS, COLUMNS, K_COLUMNS
 from fxtr.store._postgres_jobs import PostgresRecords
@@ -80,6 +80,8 @@ _SCHEMA = [
     # record says): a resume reads the failed ones, or one chunk of addresses
     "ALTER TABLE fxtr_invocations ADD COLUMN IF NOT EXISTS status text",
     "CREATE INDEX IF NOT EXISTS fxtr_invocations_status ON fxtr_invocations (job_id, status)",
+    # content-addressed parts (``Batch.blobs``): sha256 hex of the bytes -> the bytes
+    "CREATE TABLE IF NOT EXISTS fxtr_blobs (digest text PRIMARY KEY, body bytea NOT NULL)",
 ]
 
 
@@ -291,6 +293,7 @@ class PostgresStore(PostgresRecords):
             "entities": "fxtr_entities",
             "jobs": "fxtr_jobs",
             "input values": "fxtr_values",
+            "parts": "fxtr_blobs",
             "tracing tasks": "fxtr_trace_seq",
         }
         counts = {
@@ -378,12 +381,55 @@ class PostgresStore(PostgresRecords):
         )
         return value
 
+    # content-addressed parts ----------------------------------------------------------
+
+    def get_blobs(self, digests: Iterable[str]) -> dict[str, bytes]:
+        """The parts present among ``digests``; a damaged one is absent.
+
+        A part whose bytes do not hash to its digest is removed, so that the next write of
+        it stores it again.
+        """
+        wanted = list(dict.fromkeys(digests))
+        if not wanted:
+            return {}
+        conn = self._conn()
+        rows = conn.execute(
+            "SELECT digest, body FROM fxtr_blobs WHERE digest = ANY(%s)", (wanted,)
+        ).fetchall()
+        good, damaged = intact_blobs((d, bytes(b)) for d, b in rows)
+        if damaged:
+            conn.execute("DELETE FROM fxtr_blobs WHERE digest = ANY(%s)", (damaged,))
+        return good
+
+    def has_blobs(self, digests: Iterable[str]) -> set[str]:
+        """Which of ``digests`` the store holds (no part is read)."""
+        wanted = list(dict.fromkeys(digests))
+        if not wanted:
+            return set()
+        rows = (
+            self._conn()
+            .execute("SELECT digest FROM fxtr_blobs WHERE digest = ANY(%s)", (wanted,))
+            .fetchall()
+        )
+        return {row[0] for row in rows}
+
     # batched writes -------------------------------------------------------------------
 
     def write(self, batch: Batch) -> None:
         """Commit a batch in one transaction."""
         conn = self._conn()
         with conn.transaction(), conn.cursor() as cur:
+            if batch.blobs:  # the parts first, so an entry never names a part not stored
+                have = {
+                    row[0]
+                    for row in conn.execute(
+                        "SELECT digest FROM fxtr_blobs WHERE digest = ANY(%s)", (list(batch.blobs),)
+                    ).fetchall()
+                }
+                cur.executemany(
+                    "INSERT INTO fxtr_blobs (digest, body) VALUES (%s, %s) ON CONFLICT DO NOTHING",
+                    [(d, data) for d, data in batch.blobs.items() if d not in have],
+                )
             if batch.entries or batch.current:
                 entries.write_entries(conn, batch)
             if batch.entities:

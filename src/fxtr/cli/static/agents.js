@@ -25,9 +25,14 @@
       return el("li", { class: "ev ev-assistant" }, parts);
     }
     var cls = "ev ev-tool" + (e.is_error ? " tool-error" : "");
-    return el("li", { class: cls, "data-call": e.id }, [
+    var shown = [
       el("div", { class: "who", text: "tool result · " + e.name + (e.is_error ? " · error (reason tool_error)" : "") }),
-      el("pre", { text: e.content })]);
+      el("pre", { text: e.content })];
+    if (e.env_changes && e.env_changes.length) {  // what the call changed in the environment
+      shown.push(el("div", { class: "muted small", text: "environment changed:" }));
+      shown.push(el("ul", { class: "env-changes" }, e.env_changes.map(function (c) { return el("li", { class: "mono", text: c }); })));
+    }
+    return el("li", { class: cls, "data-call": e.id }, shown);
   }
 
   function facts(t) {
