@@ -46,12 +46,42 @@ def _call(
         message_model.ToolCall(id="", name=tool, arguments=arguments, requestor=requestor)
     )
     environment.sync_tools()  # as τ²'s orchestrator does after every step, a failed call too
-    env.clear()
-    env.update(_tau2.state_of(environment))
+    write_back(env, _tau2.state_of(environment))
     content = reply.content or ""
     if reply.error:
         raise Error(content.removeprefix("Error: "))
     return content
+
+
+def write_back(old: Any, new: Any) -> Any:
+    """Make ``old`` equal ``new`` changing only what differs, in place where it can.
+
+    So the environment's stored tree sees the booking a call changed, not a new database
+    (fxtr tracks the parts a tool touches). Returns the value to keep at this place: ``old``
+    itself, changed, or ``new`` where the two cannot be merged (another type, a list of
+    another length).
+    """
+    if type(old) is not type(new) and not (isinstance(old, dict) and isinstance(new, dict)):
+        return new
+    if isinstance(old, dict):
+        for key in [k for k in old if k not in new]:
+            del old[key]
+        for key, value in new.items():
+            if key not in old:
+                old[key] = value
+            elif old[key] != value:
+                kept = write_back(old[key], value)
+                if kept is not old[key]:
+                    old[key] = kept
+        return old
+    if isinstance(old, list) and len(old) == len(new):
+        for n, value in enumerate(new):
+            if old[n] != value:
+                kept = write_back(old[n], value)
+                if kept is not old[n]:
+                    old[n] = kept
+        return old
+    return old if old == new else new
 
 
 class _Domain:
