@@ -255,3 +255,42 @@ def test_a_judge_grades_natural_language_assertions_through_fxtr(tmp_path, monke
     assert [line for line in log.read_text().splitlines() if " judge " in line] == judged
     with pytest.raises(AssertionError, match=r"give reward\(judge=Model\(\.\.\.\)\)"):
         _run("mock", tmp_path / "other", [case], agents=(scripts.GOLD,))
+
+
+def test_the_viewer_shows_the_users_tool_calls_where_they_happened():
+    from fxtr.agents import ToolCall, ToolResult, Trajectory
+    from fxtr.agents._report import loose, trajectory_view
+    from fxtr.agents._types import UserTools
+    from fxtr.experiment._encoding import encode_text
+    from fxtr.models import AssistantMessage, ContentText, UserMessage
+
+    def said(cls, text):
+        return cls(content=(ContentText(text=text),))
+
+    trajectory = Trajectory(
+        messages=(
+            said(AssistantMessage, "Hi! How can I help you today?"),
+            said(UserMessage, "My phone has no data."),
+            said(AssistantMessage, "Please turn roaming on."),
+            said(UserMessage, "Done."),
+        ),
+        answer=None,
+        stop="user_stop",
+        simulated=(1, 3),
+        user_tools=(
+            UserTools(
+                at=3,
+                calls=(ToolCall(id="u0", name="toggle_roaming", arguments={}),),
+                results=(ToolResult(tool_call_id="u0", content="Roaming is now ON"),),
+            ),
+        ),
+    )
+    view = trajectory_view(loose(json.loads(encode_text(trajectory)), None))
+    kinds = [(e["kind"], e.get("text") or e.get("content")) for e in view["events"]]
+    assert kinds[2:6] == [
+        ("assistant", "Please turn roaming on."),
+        ("user_sim", "(calls its tools) toggle_roaming({})"),
+        ("tool_result", "Roaming is now ON"),
+        ("user_sim", "Done."),
+    ]
+    assert view["events"][4]["name"] == "toggle_roaming"
