@@ -266,6 +266,13 @@ def test_the_record_and_the_viewer_see_whole_values(tmp_path):
     assert len(trajectory["env"]["reservations"]) == RECORDS
     outcome = store.get_entity(json.loads(record[f"{base}/tool[1,0]"]["result_text"])["id"])
     assert "StoredEnv" in outcome and len(outcome) < 2_000
+    # the viewer's invocation detail renders the call's environment whole, from its parts
+    from fxtr.report._values import render_value
+
+    shown = render_value(record[f"{base}/tool[1,0]"]["result_text"], store)
+    env = shown["entity"]["fields"]["env"]
+    assert env["type"] == "StoredEnv" and len(env["value"]["reservations"]) == RECORDS
+    assert env["value"]["reservations"]["R03000"]["status"] == "cancelled"
 
 
 def test_a_store_written_before_trees_serves_agent_evals_as_it_did(tmp_path):

@@ -7,6 +7,7 @@ reading only the nodes on the paths that differ.
 
 from __future__ import annotations
 
+import collections
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -39,14 +40,19 @@ def _children(body: list[Any]) -> Iterator[str]:
 def fetch_nodes(root: str, fetch: Fetch) -> dict[str, list[Any]]:
     """Every node of a stored tree, read level by level (one read per level).
 
+    Nodes parsed before in this process are not read again (``_BODIES``: a node never
+    changes, its digest names its bytes), so trees that share most of their nodes (the
+    environments of one eval) cost the nodes they do not share.
+
     Raises:
         MissingPartError: a node is not in the store (or is damaged).
     """
     nodes: dict[str, list[Any]] = {}
     level = [root]
     while level:
-        found = fetch(level)
-        missing = [d for d in level if d not in found]
+        wanted = [d for d in level if d not in _BODIES]
+        found = fetch(wanted) if wanted else {}
+        missing = [d for d in wanted if d not in found]
         if missing:
             msg = (
                 f"the stored environment {root[:16]} lacks its part {missing[0][:16]} (the "
@@ -56,11 +62,25 @@ def fetch_nodes(root: str, fetch: Fetch) -> dict[str, list[Any]]:
             raise MissingPartError(msg)
         following: list[str] = []
         for digest in level:
-            body = json.loads(found[digest])
+            body = _BODIES.get(digest)
+            if body is None:
+                body = json.loads(found[digest])
+                _remember(digest, body)
             nodes[digest] = body
             following.extend(c for c in _children(body) if c not in nodes)
         level = list(dict.fromkeys(following))
     return nodes
+
+
+BODIES_MAX = 100_000
+"""Parsed nodes a process keeps (a 7 MB environment is about 40,000)."""
+_BODIES: collections.OrderedDict[str, list[Any]] = collections.OrderedDict()
+
+
+def _remember(digest: str, body: list[Any]) -> None:
+    _BODIES[digest] = body
+    if len(_BODIES) > BODIES_MAX:
+        _BODIES.popitem(last=False)
 
 
 def build(
