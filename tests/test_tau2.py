@@ -294,3 +294,40 @@ def test_the_viewer_shows_the_users_tool_calls_where_they_happened():
         ("user_sim", "Done."),
     ]
     assert view["events"][4]["name"] == "toggle_roaming"
+
+
+def test_a_call_of_a_tool_tau2_lacks_is_scored_not_an_error():
+    """fxtr's loop answers an unknown tool itself; τ²'s evaluator replays every call and
+    compares its answers, so the conversion gives it τ²'s own answer for that call."""
+    from fxtr.agents import ToolCall, ToolResult, Trajectory
+    from fxtr.benchmarks.tau2 import _reward
+    from fxtr.models import AssistantMessage, ContentText, ToolMessage, UserMessage
+
+    def said(cls, text):
+        return cls(content=(ContentText(text=text),))
+
+    (case,) = tau2.cases("airline", task_ids=["5"])  # no write: the database stays as it is
+    trajectory = Trajectory(
+        messages=(
+            said(AssistantMessage, "Hi! How can I help you today?"),
+            said(UserMessage, "Hello."),
+            AssistantMessage(tool_calls=(ToolCall(id="c0", name="fly_me", arguments={}),)),
+            ToolMessage(
+                results=(
+                    ToolResult(
+                        tool_call_id="c0",
+                        content="ToolNotFoundError: there is no tool named 'fly_me'",
+                        is_error=True,
+                    ),
+                )
+            ),
+            said(AssistantMessage, "Sorry."),
+            said(UserMessage, "###STOP###"),
+        ),
+        answer="Sorry.",
+        stop="user_stop",
+    )
+    info = _reward.evaluate(case, trajectory)
+    assert info.db_check.db_match  # replayed: τ²'s answer for the unknown tool matched
+    (converted,) = [m for m in _reward.messages(trajectory, "airline") if m.role == "tool"]
+    assert converted.content.startswith("Error: ") and "fly_me" in converted.content

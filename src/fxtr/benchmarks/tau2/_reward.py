@@ -121,22 +121,34 @@ def _text(message: Any) -> str | None:
     return "".join(b.text for b in message.content) or None
 
 
-def messages(trajectory: Trajectory) -> list[Any]:
+NOT_FOUND = "ToolNotFoundError: "
+"""How fxtr's loop answers a call of a tool the agent does not have."""
+
+
+def messages(trajectory: Trajectory, domain: str | None = None) -> list[Any]:
     """The trajectory as τ²'s messages: what τ²'s orchestrator would have recorded.
 
     The system prompt is left out (τ² keeps it in the agent's state, not the trajectory);
-    the simulated user's tool calls (``Trajectory.user_tools``) come where they were made.
+    the simulated user's tool calls (``Trajectory.user_tools``) come where they were made. A
+    call of a tool the domain does not have, which fxtr's loop answered itself, gets the
+    answer τ²'s environment gives it (its evaluator replays every call and compares).
     """
     m = _tau2.tau2_module("data_model.message")
+    asked: dict[str, Any] = {}
 
     def call(c: Any, requestor: str) -> Any:
-        return m.ToolCall(id=c.id, name=c.name, arguments=c.arguments, requestor=requestor)
+        made = m.ToolCall(id=c.id, name=c.name, arguments=c.arguments, requestor=requestor)
+        asked[c.id] = made
+        return made
 
     def result(r: Any, requestor: str) -> Any:
+        content = r.content
+        if r.is_error and content.startswith(NOT_FOUND) and domain and r.tool_call_id in asked:
+            content = _tau2.environment(domain).get_response(asked[r.tool_call_id]).content
         return m.ToolMessage(
             id=r.tool_call_id,
             role="tool",
-            content=r.content,
+            content=content,
             requestor=requestor,
             error=r.is_error,
         )
@@ -181,7 +193,7 @@ def evaluate(case: Case, trajectory: Trajectory, judge: Ask | None = None) -> An
         end_time="",
         duration=0.0,
         termination_reason=simulation.TerminationReason[reason],
-        messages=messages(trajectory),
+        messages=messages(trajectory, case.metadata["domain"]),
     )
     kind = ev.EvaluationType.ALL_WITH_NL_ASSERTIONS if judge else ev.EvaluationType.ALL
     token = _JUDGE.set(judge)
