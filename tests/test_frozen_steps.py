@@ -45,3 +45,142 @@ def test_the_code_of_a_library_step_stores_hold_results_of_is_unchanged(module, 
         "would go to review. Move the change into a helper or another step (see this file's "
         "docstring)."
     )
+
+
+ENTITY_FIELDS = {
+    # the fields of the library's entities in the stores of 8b4fef9 and before
+    "fxtr.agents._scorers:TrajectoryScorer": (
+        "kind",
+        "ignore_case",
+        "location",
+        "regex",
+        "match_all",
+        "tolerance",
+        "multiple_correct",
+        "judge",
+        "template",
+        "instructions",
+        "grade_pattern",
+        "grade_words",
+        "grades",
+        "function",
+        "code",
+        "tool",
+        "arguments",
+    ),
+    "fxtr.agents._tool:Tool": ("path", "spec", "code", "uses_env"),
+    "fxtr.agents._types:Agent": (
+        "tools",
+        "system",
+        "env",
+        "env_code",
+        "max_turns",
+        "token_limit",
+        "cost_limit",
+        "time_limit",
+        "submit",
+        "user",
+    ),
+    "fxtr.agents._types:Environment": ("state",),
+    "fxtr.agents._types:ToolOutcome": ("result", "env", "seconds"),
+    "fxtr.agents._types:Trajectory": (
+        "messages",
+        "answer",
+        "stop",
+        "env",
+        "turns",
+        "tool_calls",
+        "tool_errors",
+        "usage",
+        "cost",
+        "simulated",
+    ),
+    "fxtr.agents._types:Turn": ("response", "seconds"),
+    "fxtr.agents._types:UserSim": ("model", "instructions", "stop"),
+    "fxtr.evals._cases:Case": ("id", "input", "target", "choices", "metadata"),
+    "fxtr.evals._models:Model": ("name", "sampling", "system", "base_url"),
+    "fxtr.evals._scorers:AuditedScorer": (
+        "kind",
+        "ignore_case",
+        "location",
+        "regex",
+        "match_all",
+        "tolerance",
+        "multiple_correct",
+        "judge",
+        "template",
+        "instructions",
+        "grade_pattern",
+        "grade_words",
+        "grades",
+        "calibration",
+        "judge_samples",
+        "against",
+    ),
+    "fxtr.evals._scorers:Score": ("value", "answer", "explanation"),
+    "fxtr.evals._scorers:Scorer": (
+        "kind",
+        "ignore_case",
+        "location",
+        "regex",
+        "match_all",
+        "tolerance",
+        "multiple_correct",
+        "judge",
+        "template",
+        "instructions",
+        "grade_pattern",
+        "grade_words",
+        "grades",
+    ),
+    "fxtr.models._types:AssistantMessage": ("content", "tool_calls"),
+    "fxtr.models._types:ContentText": ("text",),
+    "fxtr.models._types:ModelCallFailure": (
+        "category",
+        "description",
+        "status_code",
+        "retry_after",
+    ),
+    "fxtr.models._types:ModelRequest": (
+        "context",
+        "tools",
+        "tool_choice",
+        "parallel_tool_calls",
+        "sampling",
+    ),
+    "fxtr.models._types:ModelResponse": ("output", "usage", "cost", "stop_reason", "model"),
+    "fxtr.models._types:RetryConfig": (
+        "max_attempts",
+        "initial_delay",
+        "max_delay",
+        "jitter",
+        "total_budget",
+    ),
+    "fxtr.models._types:Sampling": ("temperature", "max_tokens", "top_p", "seed", "stop"),
+    "fxtr.models._types:SystemMessage": ("content",),
+    "fxtr.models._types:ToolCall": ("id", "name", "arguments"),
+    "fxtr.models._types:ToolMessage": ("results",),
+    "fxtr.models._types:ToolResult": ("tool_call_id", "content", "is_error"),
+    "fxtr.models._types:ToolSpec": ("name", "description", "parameters"),
+    "fxtr.models._types:Usage": ("input_tokens", "output_tokens", "cached_input_tokens"),
+    "fxtr.models._types:UserMessage": ("content",),
+}
+
+
+def test_a_field_added_to_a_library_entity_is_declared_added():
+    """A field added to an entity changes the encoding (so the id and every fingerprint) of
+    each of its values, unless it is in ``__added_fields__``: then a value holding the default
+    encodes as before the field existed, and what stores hold keeps serving."""
+    import fxtr.agents
+    import fxtr.evals  # noqa: F401
+    from fxtr.experiment._entity import _REGISTRY
+
+    for key, before in ENTITY_FIELDS.items():
+        cls = _REGISTRY[key]
+        new = set(cls.__entity_fields__) - set(before)
+        undeclared = new - set(cls.__added_fields__)
+        assert not undeclared, (
+            f"{key} gained {sorted(undeclared)}: list them in its __added_fields__ (with "
+            "defaults), or every stored value of it stops matching"
+        )
+        assert set(before) <= set(cls.__entity_fields__), f"{key} lost a field"

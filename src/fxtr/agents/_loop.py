@@ -18,7 +18,7 @@ from typing import Any
 import fxtr.evals._evaluate as kit  # a module: the kit imports this package half-way
 from fxtr.agents import _env as env_tree
 from fxtr.agents import _memo as memo
-from fxtr.agents._prompts import CONTINUE, SUBMIT, USER_SIM_GREETING, USER_SIM_SYSTEM
+from fxtr.agents._prompts import CONTINUE, SUBMIT
 from fxtr.agents._sandboxes import Box, sandbox_call, sandbox_of
 from fxtr.agents._scorers import grade_trajectory
 from fxtr.agents._tool import Tool, check_nesting
@@ -31,8 +31,9 @@ from fxtr.agents._types import (
     ToolOutcome,
     Trajectory,
     Turn,
-    UserSim,
+    UserTools,
 )
+from fxtr.agents._user import heard, user_request
 from fxtr.evals._cases import Case
 from fxtr.evals._models import Model
 from fxtr.evals._scorers import Score, Scorer
@@ -181,39 +182,6 @@ def _sampling(model: Model, sample: int | None) -> Sampling | None:
     return sampling
 
 
-def _text(message: AssistantMessage | UserMessage) -> str:
-    return "".join(b.text for b in message.content)
-
-
-def user_request(user: UserSim, case: Case, messages: list[Message]) -> ModelRequest:
-    """What the simulated user is asked: its instructions, the conversation seen from its side.
-
-    Raises:
-        ValueError: neither the ``UserSim`` nor the case says who the user is.
-    """
-    instructions = user.instructions or case.metadata.get("user")
-    if not instructions:
-        msg = (
-            f"The simulated user has no instructions for case {case.id!r}: give "
-            "UserSim(instructions=...) or the case a metadata['user'] column."
-        )
-        raise ValueError(msg)
-    seen: list[Message] = [
-        SystemMessage(
-            content=(
-                ContentText(text=USER_SIM_SYSTEM.format(instructions=instructions, stop=user.stop)),
-            )
-        ),
-        UserMessage(content=(ContentText(text=USER_SIM_GREETING),)),
-    ]
-    for m in messages:
-        if isinstance(m, UserMessage):
-            seen.append(AssistantMessage(content=m.content))
-        elif isinstance(m, AssistantMessage) and _text(m):
-            seen.append(UserMessage(content=(ContentText(text=_text(m)),)))
-    return ModelRequest(context=tuple(seen), sampling=user.model.sampling)
-
-
 class _Requests:
     """A trajectory's turn requests, each message encoded once rather than every turn.
 
@@ -305,7 +273,11 @@ async def _run(
     messages: list[Message] = []
     if system:
         messages.append(SystemMessage(content=(ContentText(text=system),)))
-    messages.append(UserMessage(content=(ContentText(text=kit.case_prompt(case)),)))
+    user = agent.user
+    if user is not None and user.opening is not None:
+        messages.append(AssistantMessage(content=(ContentText(text=user.opening),)))
+    else:
+        messages.append(UserMessage(content=(ContentText(text=kit.case_prompt(case)),)))
     tools = {t.name: t for t in agent.tools}
     specs = tuple(t.spec for t in agent.tools) + ((SUBMIT,) if agent.submit else ())
     sampling = _sampling(model, context.sample)
@@ -324,8 +296,12 @@ async def _run(
     requests = _Requests(specs, sampling)
     stored: dict[str, BoundID[Tool]] = {}
     simulated: list[int] = []
+    user_tools: list[UserTools] = []
     answer: str | None = None
     stop: str | None = None
+    if user is not None and user.opening is not None:  # the user speaks first
+        said, env = await _ask_user(context, agent, case, messages, user_tools, None, env, totals)
+        stop = heard(user, said, messages, simulated)
     i = 0
     while stop is None:
         stop = totals.limit(agent)
@@ -346,34 +322,29 @@ async def _run(
         )
         if calls:
             results, env, submitted = await _tool_calls(
-                context, agent, tools, i, calls, env, totals, stored, box
+                context,
+                tools,
+                i,
+                calls,
+                env,
+                totals,
+                stored,
+                submit=agent.submit,
+                time_limit=agent.time_limit,
+                box=box,
             )
             if results:
                 messages.append(ToolMessage(results=tuple(results)))
             if submitted is not None:
                 answer, stop = submitted, "submit"
-        elif agent.user is not None:
+        elif user is not None:
             stop = totals.limit(agent)  # no reply to ask for if the agent may not answer
             if stop is not None:
                 break
-            reply: Turn = await _value(
-                context,
-                context.run_step(
-                    f"user[{i}]",
-                    simulate_user,
-                    {
-                        "model": await context.store(agent.user.model),
-                        "request": await context.store(user_request(agent.user, case, messages)),
-                    },
-                ),
-            )
-            totals.seconds += reply.seconds
-            said = reply.response.text
-            if agent.user.stop in said:
-                answer, stop = text or None, "user_stop"
-            else:
-                simulated.append(len(messages))
-                messages.append(UserMessage(content=(ContentText(text=said),)))
+            said, env = await _ask_user(context, agent, case, messages, user_tools, i, env, totals)
+            stop = heard(user, said, messages, simulated)
+            if stop == "user_stop":
+                answer = text or None
         elif agent.submit:
             messages.append(UserMessage(content=(ContentText(text=CONTINUE),)))
         else:
@@ -396,7 +367,70 @@ async def _run(
         cost=totals.cost,
         simulated=tuple(simulated),
         sandbox=box.state() if box is not None else None,
+        user_tools=tuple(user_tools),
     )
+
+
+async def _ask_user(
+    context: WorkflowContext,
+    agent: Agent,
+    case: Case,
+    messages: list[Message],
+    user_tools: list[UserTools],
+    i: int | None,
+    env: Any,
+    totals: _Totals,
+) -> tuple[str | None, Any]:
+    """The simulated user's reply to turn ``i`` (``None``: its opening), and the environment.
+
+    With ``UserSim(tools=...)`` the user may call tools first: each call is a step
+    ``user_tool[i,j]`` on the environment (``user_open_tool[0,j]`` in the opening), its
+    results go back and the user is asked again (``user[i,k]``, ``user_open[k]``), up to
+    ``max_turns`` times; the reply is ``None`` when it still called tools then.
+    """
+    user = agent.user
+    assert user is not None
+    tools = {t.name: t for t in user.tools}
+    stored: dict[str, BoundID[Tool]] = {}
+    model = await context.store(user.model)
+    j = 0
+    for k in range(agent.max_turns + 1):
+        if i is None:
+            name = "user_open" if k == 0 else f"user_open[{k}]"
+        else:
+            name = f"user[{i}]" if k == 0 else f"user[{i},{k}]"
+        request = user_request(user, case, messages, user_tools)
+        reply: Turn = await _value(
+            context,
+            context.run_step(
+                name, simulate_user, {"model": model, "request": await context.store(request)}
+            ),
+        )
+        totals.seconds += reply.seconds
+        calls = [b for b in reply.response.output if isinstance(b, ToolCall)]
+        if not calls or not tools:
+            return reply.response.text, env
+        label = "open" if i is None else i
+        calls = [
+            c if c.id else dataclasses.replace(c, id=f"user_call_{label}_{j + n}")
+            for n, c in enumerate(calls)
+        ]
+        counts = _Totals()
+        results, env, _ = await _tool_calls(
+            context,
+            tools,
+            0 if i is None else i,
+            calls,
+            env,
+            counts,
+            stored,
+            prefix="user_open_tool" if i is None else "user_tool",
+            first=j,
+        )
+        totals.seconds += counts.seconds
+        user_tools.append(UserTools(at=len(messages), calls=tuple(calls), results=tuple(results)))
+        j += len(calls)
+    return None, env
 
 
 async def _store_tool(
@@ -415,32 +449,37 @@ async def _env_input(context: WorkflowContext, env: Any) -> Any:
 
 async def _tool_calls(
     context: WorkflowContext,
-    agent: Agent,
     tools: dict[str, Tool],
     i: int,
     calls: list[ToolCall],
     env: Any,
     totals: _Totals,
     stored: dict[str, BoundID[Tool]],
+    *,
+    submit: bool = False,
+    time_limit: float | None = None,
     box: Box | None = None,
+    prefix: str = "tool",
+    first: int = 0,
 ) -> tuple[list[ToolResult], Any, str | None]:
     """Run a turn's calls in order, each on the environment the one before left.
 
     Without an environment the calls are scheduled together and run concurrently. ``stored``
-    keeps each tool's reference, so a tool is encoded once a trajectory.
+    keeps each tool's reference, so a tool is encoded once a trajectory. The steps are
+    ``{prefix}[i,j]``, ``j`` counted from ``first``.
     """
     results: list[ToolResult | None] = [None] * len(calls)
     pending: list[tuple[int, ArrayHandle[Any]]] = []
     submitted: str | None = None
     for j, c in enumerate(calls):
         totals.tool_calls += 1
-        if agent.submit and c.name == "submit":
+        if submit and c.name == "submit":
             submitted = str(c.arguments.get("answer", ""))
             results[j] = ToolResult(tool_call_id=c.id, content="Submitted.")
             break
         tool = tools.get(c.name)
         if tool is None:
-            known = ", ".join(sorted(tools) + (["submit"] if agent.submit else [])) or "none"
+            known = ", ".join(sorted(tools) + (["submit"] if submit else [])) or "none"
             results[j] = ToolResult(
                 tool_call_id=c.id,
                 content=f"ToolNotFoundError: there is no tool named {c.name!r}; the tools are: "
@@ -448,9 +487,10 @@ async def _tool_calls(
                 is_error=True,
             )
             continue
+        name = f"{prefix}[{i},{first + j}]"
         if box is not None and tool.uses_sandbox:
             results[j] = await sandbox_call(
-                context, tool, c, f"tool[{i},{j}]", box, stored, _value, _store_tool
+                context, tool, c, name, box, stored, _value, _store_tool
             )
             totals.seconds, box.seconds = totals.seconds + box.seconds, 0.0
             continue
@@ -460,12 +500,12 @@ async def _tool_calls(
             "env": await _env_input(context, env if tool.uses_env else None),
         }
         runner: StepDefinition[..., ToolOutcome] = run_tool
-        timeout = None if agent.time_limit is None else agent.time_limit - totals.seconds
+        timeout = None if time_limit is None else time_limit - totals.seconds
         if tool.uses_env and isinstance(env, env_tree.StoredEnv):
             runner, inputs["timeout"] = env_tree.run_tool_on_state, timeout
         elif timeout is not None:
             runner, inputs["timeout"] = run_timed_tool, timeout
-        handle = context.run_step(f"tool[{i},{j}]", runner, inputs)
+        handle = context.run_step(name, runner, inputs)
         if tool.uses_env:
             outcome: ToolOutcome = await _value(context, handle)
             env = outcome.env

@@ -225,13 +225,42 @@ def _text(message: dict[str, Any]) -> str:
     return "".join(str(b.get("text", "")) for b in message.get("content") or [])
 
 
+def _user_tools(done: dict[str, Any]) -> list[dict[str, Any]]:
+    """The simulated user's tool calls of one reply and their results, as viewer events."""
+    calls = done.get("calls") or []
+    names = {c.get("id", ""): c.get("name", "?") for c in calls}
+    said = "; ".join(
+        f"{c.get('name')}({json.dumps(c.get('arguments') or {}, sort_keys=True)})" for c in calls
+    )
+    return [
+        {"kind": "user_sim", "text": f"(calls its tools) {said}"},
+        *(
+            {
+                "kind": "tool_result",
+                "id": r.get("tool_call_id"),
+                "name": names.get(r.get("tool_call_id", ""), "?"),
+                "content": r.get("content"),
+                "is_error": bool(r.get("is_error")),
+            }
+            for r in done.get("results") or []
+        ),
+    ]
+
+
 def trajectory_view(trajectory: dict[str, Any]) -> dict[str, Any]:
     """A trajectory as the viewer draws it: its events in time order, then how it ended."""
     names: dict[str, str] = {}
     events: list[dict[str, Any]] = []
     simulated = set(trajectory.get("simulated") or [])
+    own: dict[int, list[dict[str, Any]]] = {}  # the simulated user's tool calls, by place
+    for done in trajectory.get("user_tools") or []:
+        own.setdefault(done.get("at", -1), []).append(done)
     turn = 0
-    for index, m in enumerate(trajectory.get("messages") or []):
+    for index, m in enumerate([*(trajectory.get("messages") or []), None]):
+        for done in own.get(index, ()):
+            events.extend(_user_tools(done))
+        if m is None:
+            break
         kind = str(m.get("$type", "")).rpartition(":")[2]
         if kind == "SystemMessage":
             events.append({"kind": "system", "text": _text(m)})

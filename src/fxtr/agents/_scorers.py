@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from fxtr.agents._tool import import_path, path_of
 from fxtr.evals._cases import Case
+from fxtr.evals._models import Model
 from fxtr.evals._scorers import JUDGES, Score, Scorer
 from fxtr.experiment._definition import _normalized_source_hash
 from fxtr.experiment._encoding import encode_text
@@ -62,7 +63,19 @@ class TrajectoryScorer(Scorer):
         fn = import_path(self.function, "scoring function")
         if self.kind == "state_matches":
             return _state_matches(fn(case), trajectory)
-        value = fn(case, trajectory)
+        value = fn(case, trajectory) if self.judge is None else fn(case, trajectory, self.judge)
+        if inspect.isawaitable(value):
+            value.close()  # type: ignore[attr-defined]
+            msg = f"The scorer {self.function!r} is async: grade it with the score step."
+            raise TypeError(msg)
+        return self.as_score(value, trajectory)
+
+    def as_score(self, value: Any, trajectory: Trajectory) -> Score:
+        """What a scoring function returned, as a Score.
+
+        Raises:
+            TypeError: neither a Score nor a number.
+        """
         if isinstance(value, Score):
             return value
         if isinstance(value, (bool, int, float)):
@@ -97,13 +110,23 @@ def tool_called(name: str, /, **arguments: Any) -> TrajectoryScorer:
     return TrajectoryScorer(kind="tool_called", tool=name, arguments=dict(arguments))
 
 
-def scorer(fn: Callable[[Case, Trajectory], Score | float]) -> TrajectoryScorer:
-    """Score trajectories with any importable ``(case, trajectory) -> Score | float``."""
-    if len(inspect.signature(fn).parameters) != 2:
-        msg = f"scorer({fn.__qualname__}) takes a function of (case, trajectory)."
+def scorer(fn: Callable[..., Any], *, judge: Model | None = None) -> TrajectoryScorer:
+    """Score trajectories with any importable ``(case, trajectory) -> Score | float``.
+
+    The function may be async. With ``judge``, it is called as ``fn(case, trajectory,
+    judge)``: the judge is part of the scorer (changing it re-scores), and the function asks
+    it through fxtr within the score step, which caches the grade.
+    """
+    wanted = 2 if judge is None else 3
+    if len(inspect.signature(fn).parameters) != wanted:
+        args = "(case, trajectory)" if judge is None else "(case, trajectory, judge)"
+        msg = f"scorer({fn.__qualname__}) takes a function of {args}."
         raise TypeError(msg)
     return TrajectoryScorer(
-        kind="scorer", function=path_of(fn, "scoring function"), code=_normalized_source_hash(fn)
+        kind="scorer",
+        function=path_of(fn, "scoring function"),
+        code=_normalized_source_hash(fn),
+        judge=judge,
     )
 
 
@@ -185,6 +208,14 @@ async def grade_trajectory(
 
     trajectory = await whole(context, trajectory)  # a stored environment, read whole
     if isinstance(scorer, TrajectoryScorer):
+        if scorer.kind == "scorer":  # maybe async, maybe asking a judge
+            assert scorer.function is not None
+            fn = import_path(scorer.function, "scoring function")
+            judged = () if scorer.judge is None else (scorer.judge,)
+            value = fn(case, trajectory, *judged)
+            if inspect.isawaitable(value):
+                value = await value
+            return scorer.as_score(value, trajectory)
         return scorer.grade_trajectory(case, trajectory)
     if scorer.kind in JUDGES:
         from fxtr.evals._evaluate import _judged

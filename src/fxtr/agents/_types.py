@@ -41,8 +41,16 @@ class UserSim(Entity):
 
     When the agent replies without a tool call, the simulated user answers, following
     ``instructions`` (or the case's ``metadata["user"]``), until its reply contains ``stop``
-    or a limit hits. Its calls are recorded with the role ``user_sim``.
+    (or one of ``stops``) or a limit hits. Its calls are recorded with the role ``user_sim``.
+
+    With ``tools`` (τ²-bench's dual control) the simulated user may call tools too: they act
+    on the trajectory's environment, each call a step ``user_tool[i,j]``, their results go back
+    to the user, who is asked again (``user[i,k]``) until it replies in words. With ``opening``
+    the conversation opens as τ²-bench's does: that agent message first, then the user's
+    (step ``user_open``), instead of the case's prompt.
     """
+
+    __added_fields__ = ("tools", "system", "opening", "stops")
 
     model: Model
     """The model that plays the user."""
@@ -50,16 +58,50 @@ class UserSim(Entity):
     """Who the user is and what they want; ``None``: the case's ``metadata["user"]``."""
     stop: str = DEFAULT_USER_STOP
     """What the user says when the task is done (the trajectory then stops ``user_stop``)."""
+    tools: tuple[Tool, ...] = ()
+    """What the simulated user may call (on the same environment as the agent's tools)."""
+    system: str | None = None
+    """The user's system prompt, a template of ``{instructions}`` and ``{stop}``; ``None``:
+    fxtr's (tau-bench's user prompt)."""
+    opening: str | None = None
+    """The agent's first message; the user then speaks first (``None``: the case's prompt
+    opens the conversation as the user's first message)."""
+    stops: tuple[str, ...] = ()
+    """Other markers that end the conversation as ``stop`` does (τ²'s transfer)."""
 
     def __init__(
-        self, model: Model, instructions: str | None = None, stop: str = DEFAULT_USER_STOP
+        self,
+        model: Model,
+        instructions: str | None = None,
+        stop: str = DEFAULT_USER_STOP,
+        *,
+        tools: Sequence[Tool] = (),
+        system: str | None = None,
+        opening: str | None = None,
+        stops: Sequence[str] = (),
     ) -> None:
         if not isinstance(model, Model):
             msg = f"UserSim(model) takes a fxtr.evals.Model, got {model!r}: write Model(...)."
             raise TypeError(msg)
+        tools = tuple(tools)
+        bad = [t for t in tools if not isinstance(t, Tool)]
+        if bad:
+            msg = (
+                f"UserSim(tools=...) takes @tool functions, got {bad[0]!r}: decorate it with "
+                "@fxtr.agents.tool."
+            )
+            raise TypeError(msg)
         object.__setattr__(self, "model", model)
         object.__setattr__(self, "instructions", instructions)
         object.__setattr__(self, "stop", stop)
+        object.__setattr__(self, "tools", tools)
+        object.__setattr__(self, "system", system)
+        object.__setattr__(self, "opening", opening)
+        object.__setattr__(self, "stops", tuple(stops))
+
+    def stopped(self, said: str) -> bool:
+        """Whether the user's reply ends the conversation."""
+        return any(marker in said for marker in (self.stop, *self.stops))
 
 
 class Agent(Entity):
@@ -246,6 +288,15 @@ class Environment(Entity):
     state: Any = None
 
 
+class UserTools(Entity):
+    """Tool calls the simulated user made in one reply, and their results."""
+
+    at: int
+    """They came after ``messages[:at]`` (before the user's reply at ``messages[at]``)."""
+    calls: tuple[ToolCall, ...]
+    results: tuple[ToolResult, ...]
+
+
 class Trajectory(Entity):
     """One run of the agent loop, what its scorers grade.
 
@@ -253,7 +304,7 @@ class Trajectory(Entity):
     first; ``env`` the final environment.
     """
 
-    __added_fields__ = ("sandbox",)
+    __added_fields__ = ("sandbox", "user_tools")
 
     messages: tuple[Message, ...]
     """The conversation: system prompt, user turns, the agent's replies and tool results."""
@@ -275,6 +326,8 @@ class Trajectory(Entity):
     """Indices in ``messages`` of the simulated user's turns."""
     sandbox: Any = None
     """The sandbox (``fxtr.sandbox.SandboxState``: its starting and final trees), if any."""
+    user_tools: tuple[UserTools, ...] = ()
+    """The simulated user's tool calls (``UserSim(tools=...)``), where they happened."""
 
     @property
     def text(self) -> str:

@@ -1,0 +1,1 @@
+"""Public benchmarks run as fxtr agent evals: ``fxtr.benchmarks.tau2`` (τ²-bench)."""
