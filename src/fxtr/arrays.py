@@ -37,11 +37,13 @@ __all__ = [
     "ProjectArrayError",
     "Snapshot",
     "SnapshotDiff",
+    "default_store",
     "diff",
     "get_snapshot",
     "list_arrays",
     "open_array",
     "parse_ref",
+    "use_store",
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
@@ -69,6 +71,38 @@ class ArrayInfo:
     snapshots: int
     created_at: float
     updated_at: float
+
+
+_DEFAULT_STORE: list[Any] = []
+
+
+def use_store(location: Any) -> None:
+    """Make ``location`` the store ``load_cases("array:...")`` reads by default.
+
+    The pytest plugin calls it with the run's store (``--fxtr-store``, ``--fxtr-cache-dir``).
+    """
+    _DEFAULT_STORE[:] = [location]
+
+
+def default_store() -> Any:
+    """The store set by ``use_store``, else the nearest ``.fxtr`` of the working directory.
+
+    Raises:
+        ProjectArrayError: neither is there.
+    """
+    if _DEFAULT_STORE:
+        return _DEFAULT_STORE[0]
+    from pathlib import Path
+
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if (folder / ".fxtr").is_dir():
+            return folder / ".fxtr"
+    msg = (
+        f"No fxtr store in {here} or its parents (looked for a .fxtr folder) to read project "
+        "arrays from. Pass store= (a directory or a postgresql:// URL)."
+    )
+    raise ProjectArrayError(msg)
 
 
 def parse_ref(ref: str) -> tuple[str, int | None]:
