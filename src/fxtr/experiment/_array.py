@@ -196,10 +196,7 @@ class Array(Generic[T]):
             if not names:
                 return cls.scalar(value, value_type)
             if full[-1] in node:
-                msg = (
-                    f"Array.from_items got two items at {_where(names, full).strip(' ,')}. "
-                    "Give each key once."
-                )
+                msg = f"Array.from_items got two items{_where(names, full)}. Give each key once."
                 raise ValueError(msg)
             node[full[-1]] = value
             count += 1

@@ -23,6 +23,7 @@ from fxtr.experiment._types import (
     bound_target,
     format_dims,
     is_entity_type,
+    record_fields,
     type_name,
 )
 from fxtr.experiment.errors import SignatureError, UpstreamFailedError
@@ -149,6 +150,14 @@ def field_node(source: Node, path: tuple[str, ...]) -> Node:
                 )
                 raise SignatureError(msg)
             value_type = fields[name]
+        elif (record := record_fields(value_type)) is not None:  # a dataclass or a TypedDict
+            if name not in record:
+                msg = (
+                    f"field({name!r}): {type_name(value_type)} has no field {name!r}; its fields "
+                    f"are {', '.join(record)}."
+                )
+                raise SignatureError(msg)
+            value_type = record[name]
         elif value_type is Any or typing.get_origin(value_type) is dict or value_type is dict:
             args = typing.get_args(value_type)
             value_type = args[1] if len(args) == 2 else Any
