@@ -178,3 +178,43 @@ def test_from_items_builds_a_launchers_input():
     texts = Array.from_items([(f"p{i}", f"hello {i}") for i in range(3)], "[prompt: str]", str)
     out = run(shout_all, {"texts": texts}).output
     assert dict(out.items()) == {("p0",): "HELLO 0", ("p1",): "HELLO 1", ("p2",): "HELLO 2"}
+
+
+def test_the_base_url_comes_from_the_environment_as_the_sdks_read_it(monkeypatch):
+    """OPENAI_BASE_URL / ANTHROPIC_BASE_URL when base_url is not given; base_url= wins."""
+    import asyncio
+
+    import respx
+
+    from fxtr.models import (
+        AnthropicMessagesAPI,
+        ContentText,
+        ModelRequest,
+        OpenAIResponsesAPI,
+        UserMessage,
+    )
+
+    request = ModelRequest(context=(UserMessage(content=(ContentText(text="hi"),)),))
+    body = {
+        "status": "completed",
+        "output": [{"type": "message", "content": [{"type": "output_text", "text": "ok"}]}],
+        "usage": {"input_tokens": 1, "output_tokens": 1},
+    }
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1/")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/anthropic")
+    assert OpenAIResponsesAPI("gpt-5-mini").base_url == "http://127.0.0.1:9/v1"
+    assert AnthropicMessagesAPI("claude").base_url == "http://127.0.0.1:9/anthropic"
+    assert OpenAIResponsesAPI("m", base_url="http://other/v1").base_url == "http://other/v1"
+
+    async def call():
+        api = OpenAIResponsesAPI("gpt-5-mini", api_key="sk-test")
+        try:
+            with respx.mock(assert_all_called=True) as mock:
+                route = mock.post("http://127.0.0.1:9/v1/responses").respond(200, json=body)
+                return (await api.generate(request)).text, route.call_count
+        finally:
+            await api.aclose()
+
+    assert asyncio.run(call()) == ("ok", 1)
+    monkeypatch.delenv("OPENAI_BASE_URL")
+    assert OpenAIResponsesAPI("gpt-5-mini").base_url == "https://api.openai.com/v1"

@@ -102,6 +102,8 @@ class ModelAPI:
     provider: ClassVar[str] = "http"
     env_key: ClassVar[str | None] = None
     default_base_url: ClassVar[str] = ""
+    base_url_env: ClassVar[str | None] = None
+    """The variable naming the base URL when ``base_url`` is not given, as the SDK reads it."""
 
     def __init__(
         self,
@@ -114,7 +116,8 @@ class ModelAPI:
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
         self.model_name = model_name
-        self.base_url = (base_url or self.default_base_url).rstrip("/")
+        from_env = os.environ.get(self.base_url_env) if self.base_url_env else None
+        self.base_url = (base_url or from_env or self.default_base_url).rstrip("/")
         self._secret = Secret(
             api_key
             if api_key is not None

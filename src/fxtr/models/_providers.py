@@ -39,6 +39,7 @@ class OpenAIChatAPI(ModelAPI):
     provider: ClassVar[str] = "openai"
     env_key: ClassVar[str | None] = "OPENAI_API_KEY"
     default_base_url: ClassVar[str] = "https://api.openai.com/v1"
+    base_url_env: ClassVar[str | None] = "OPENAI_BASE_URL"
 
     def _headers(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self._api_key or ''}"}
@@ -275,6 +276,7 @@ class AnthropicMessagesAPI(ModelAPI):
     provider: ClassVar[str] = "anthropic"
     env_key: ClassVar[str | None] = "ANTHROPIC_API_KEY"
     default_base_url: ClassVar[str] = "https://api.anthropic.com"
+    base_url_env: ClassVar[str | None] = "ANTHROPIC_BASE_URL"
     default_max_tokens: ClassVar[int] = 4096
 
     def _headers(self) -> dict[str, str]:
