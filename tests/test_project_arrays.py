@@ -305,3 +305,44 @@ def test_an_eval_over_a_snapshot_changes_only_when_a_new_snapshot_is_taken(pytes
     pinned, ran = run_eval("array:qa@1")
     assert pinned["outcomes"]["passed"] == 3 and ran == []
     assert pinned["snapshots"]["case"]["snapshot"] == 1
+
+
+MARKER_EVAL = textwrap.dedent(
+    """
+    from typing import Annotated
+
+    import pytest
+
+    from fxtr import Array, ArrayHandle, StepContext, WorkflowContext, step, workflow
+    from fxtr.arrays import get_snapshot
+
+    @step(name="marker.count")
+    async def count(context: StepContext, rows: Annotated[Array[str], "[case: str]"],
+                    tag: str) -> int:
+        return sum(len(v) for v in rows.values())
+
+    @workflow(name="marker.wf")
+    async def wf(context: WorkflowContext, tag: Annotated[ArrayHandle[str], "[t: str]"],
+                 rows: Annotated[ArrayHandle[str], "[case: str]"]
+                 ) -> Annotated[ArrayHandle[int], "[t: str]"]:
+        return context.run_step("count", count, {"rows": rows, "tag": tag}, map_over=["t"])
+
+    @pytest.mark.fxtr(wf, dims={"t": "tag"}, inputs={"rows": get_snapshot(".fxtr", "qa@1")})
+    @pytest.mark.parametrize("tag", ["a", "b"])
+    def test_rows(tag, result):
+        assert result == 3
+    """
+)
+
+
+def test_the_marker_takes_a_snapshot_among_its_inputs(pytester):
+    store = pytester.path / ".fxtr"
+    qa = open_array(str(store), "qa", dims="[case: str]", value_type=str)
+    qa.upsert({"x": "a", "y": "bb"})
+    snap = qa.snapshot()
+    pytester.makepyfile(test_marker=MARKER_EVAL)
+    result = pytester.runpytest_subprocess("--fxtr-report", "r.json", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=2)
+    (job,) = json.loads((pytester.path / "r.json").read_text())["jobs"]
+    record = open_store(str(store)).get_job(job["job_id"])
+    assert record["snapshots"] == {"rows": {"array": "qa", "snapshot": 1, "digest": snap.digest}}
