@@ -39,6 +39,8 @@ _SCHEMA = (
         digest TEXT NOT NULL, row_count INTEGER NOT NULL, content TEXT NOT NULL,
         created_at DOUBLE PRECISION NOT NULL, PRIMARY KEY (name, number))""",
 )
+_CHUNK = 500
+"""Keys per ``IN (...)`` query (SQLite's default limit on parameters is 999 or more)."""
 _ARRAY_COLUMNS = "name, dims, value_type, version, created_at, updated_at"
 _SNAPSHOT_COLUMNS = "name, number, version, digest, row_count, created_at"
 
@@ -227,12 +229,8 @@ class ProjectTables:
         """
         upserts, deletes = list(upserts), list(deletes)
         with self._locked(name) as info:
-            current = {
-                k: (v, p)
-                for k, v, p in self._sql.rows(
-                    "SELECT key, value, position FROM fxtr_array_rows WHERE name = ?", (name,)
-                )
-            }
+            # the rows the edit touches (every row when clearing), not the whole array
+            current = self._current(name, None if clear else [k for k, _ in upserts] + deletes)
             wanted = {} if clear else {k: v for k, (v, _) in current.items()}
             for key in deletes:
                 wanted.pop(key, None)
@@ -264,6 +262,20 @@ class ProjectTables:
                 (position, time.time(), name),
             )
             return len(gone) + len(changed)
+
+    def _current(self, name: str, keys: list[str] | None) -> dict[str, tuple[str, int]]:
+        """``{key: (value, position)}`` of the given keys' rows (of every row for None)."""
+        select = "SELECT key, value, position FROM fxtr_array_rows WHERE name = ?"
+        if keys is None:
+            return {k: (v, p) for k, v, p in self._sql.rows(select, (name,))}
+        out: dict[str, tuple[str, int]] = {}
+        unique = list(dict.fromkeys(keys))
+        for i in range(0, len(unique), _CHUNK):
+            part = unique[i : i + _CHUNK]
+            marks = ", ".join("?" * len(part))
+            for k, v, p in self._sql.rows(f"{select} AND key IN ({marks})", (name, *part)):
+                out[k] = (v, p)
+        return out
 
     # snapshots ---------------------------------------------------------------------------
 
