@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from fxtr.experiment import Array, FxtrError
-from fxtr.experiment._array import _as_dims, _key_tuple, note_origin
+from fxtr.experiment._array import as_dims, key_tuple, note_origin
 from fxtr.experiment._encoding import EncodingError, decode_text, encode_text, fingerprint_text
 from fxtr.experiment._types import Dim, check_value, format_dims, type_name
 from fxtr.store import open_store
@@ -258,7 +258,7 @@ class ProjectArray:
 
     def _key_text(self, key: Any) -> str:
         names = [d.name for d in self.dims]
-        full = _key_tuple(key, names)
+        full = key_tuple(key, names)
         for d, k in zip(self.dims, full, strict=True):
             if not isinstance(k, d.key_type) or isinstance(k, bool):
                 msg = (
@@ -468,4 +468,4 @@ def diff(a: Snapshot, b: Snapshot) -> SnapshotDiff:
 
 def _dims_spec(dims: Any) -> tuple[Dim, ...]:
     """Dimensions given as a string or a sequence (names default to str keys)."""
-    return tuple(d if isinstance(d, Dim) else Dim(d, str) for d in _as_dims(dims))
+    return tuple(d if isinstance(d, Dim) else Dim(d, str) for d in as_dims(dims))

@@ -27,7 +27,8 @@ def _key_type_of(dim: str, keys: Sequence[Any]) -> type:
     raise ValueError(msg)
 
 
-def _as_dims(dims: str | Sequence[str | Dim | tuple[str, type]]) -> list[str | Dim]:
+def as_dims(dims: str | Sequence[str | Dim | tuple[str, type]]) -> list[str | Dim]:
+    """Dimensions as given: a dimension string's ``Dim``s, or names and ``(name, type)`` pairs."""
     if isinstance(dims, str):
         return list(parse_dims(dims))
     out: list[str | Dim] = []
@@ -102,7 +103,7 @@ class Array(Generic[T]):
             ValueError: the mapping is ragged (a level's key sets differ) or too shallow.
             TypeError: a value is not of ``value_type``, or a key is not of its dimension's type.
         """
-        spec = _as_dims(dims)
+        spec = as_dims(dims)
         if not spec:
             return cls.scalar(mapping, value_type)  # type: ignore[arg-type]
         names = [d if isinstance(d, str) else d.name for d in spec]
@@ -184,12 +185,12 @@ class Array(Generic[T]):
         if isinstance(dims, tuple) and len(dims) == 2 and isinstance(dims[0], str):
             if dims[0].lstrip().startswith("["):  # the (dims, value_type) form
                 dims, value_type = dims[0], dims[1]
-        spec = _as_dims(dims)  # type: ignore[arg-type]
+        spec = as_dims(dims)  # type: ignore[arg-type]
         names = [d if isinstance(d, str) else d.name for d in spec]
         nested: dict[Any, Any] = {}
         count = 0
         for key, value in items:
-            full = _key_tuple(key, names)
+            full = key_tuple(key, names)
             node = nested
             for k in full[:-1]:
                 node = node.setdefault(k, {})
@@ -413,7 +414,8 @@ def origin_of(values: Iterable[Any]) -> dict[str, Any] | None:
     return found
 
 
-def _key_tuple(key: Any, names: Sequence[str]) -> tuple[Any, ...]:
+def key_tuple(key: Any, names: Sequence[str]) -> tuple[Any, ...]:
+    """One key per dimension, from a tuple, a mapping ``{dim: key}`` or one dimension's key."""
     if isinstance(key, Mapping):
         if set(key) != set(names):
             msg = f"Key {dict(key)!r} names dimensions {sorted(key)!r}, not {list(names)!r}."
