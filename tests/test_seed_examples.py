@@ -21,7 +21,7 @@ from fxtr import (
     step,
     workflow,
 )
-from fxtr.experiment._encoding import decode_text, encode_text
+from fxtr.experiment._encoding import EncodingError, decode_text, encode_text
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,6 +137,13 @@ def test_dataclass_values_round_trip_and_bad_fields_are_named():
     text = encode_text(value)
     assert text == '{"$data":"tests.test_seed_examples:Review","v":{"proposal":"x","score":0.5}}'
     assert decode_text(text) == value
+
+    @dataclasses.dataclass
+    class Local:
+        x: int
+
+    with pytest.raises(EncodingError, match="Local, a dataclass defined inside a function"):
+        encode_text(Local(x=1))
 
     with pytest.raises(SignatureError, match="field 'thing' of Holder: object is not"):
 

@@ -82,6 +82,12 @@ def to_tree(value: Any, path: tuple[Any, ...] = ()) -> Any:
     if t is BoundID:
         return {"$ref": entity_type_key(value.entity_type), "id": value.id}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if "<locals>" in t.__qualname__:
+            msg = (
+                f"{_path(path)} is a {t.__qualname__}, a dataclass defined inside a function, "
+                "which cannot be read back by name. Define it at module level."
+            )
+            raise EncodingError(msg)
         fields = {
             f.name: to_tree(getattr(value, f.name), (*path, f.name))
             for f in dataclasses.fields(value)

@@ -141,8 +141,10 @@ def field_node(source: Node, path: tuple[str, ...]) -> Node:
                 target = bound_target(value_type)
                 if target is not None:
                     value_type = target
-        if is_entity_type(value_type):
-            fields = value_type.field_types()
+        # an entity's fields, or a dataclass's or a TypedDict's
+        fields = value_type.field_types() if is_entity_type(value_type) else None
+        fields = record_fields(value_type) if fields is None else fields
+        if fields is not None:
             if name not in fields:
                 msg = (
                     f"field({name!r}): {type_name(value_type)} has no field {name!r}; its fields "
@@ -150,14 +152,6 @@ def field_node(source: Node, path: tuple[str, ...]) -> Node:
                 )
                 raise SignatureError(msg)
             value_type = fields[name]
-        elif (record := record_fields(value_type)) is not None:  # a dataclass or a TypedDict
-            if name not in record:
-                msg = (
-                    f"field({name!r}): {type_name(value_type)} has no field {name!r}; its fields "
-                    f"are {', '.join(record)}."
-                )
-                raise SignatureError(msg)
-            value_type = record[name]
         elif value_type is Any or typing.get_origin(value_type) is dict or value_type is dict:
             args = typing.get_args(value_type)
             value_type = args[1] if len(args) == 2 else Any
