@@ -20,6 +20,7 @@ from fxtr import ArrayHandle, StepContext, WorkflowContext, resume, run, step, w
 from fxtr.arrays import (
     ProjectArrayError,
     diff,
+    drop_array,
     get_snapshot,
     list_arrays,
     open_array,
@@ -130,6 +131,21 @@ def test_types_dims_and_missing_snapshots_are_refused_by_name(location):
         grid.snapshot()
     grid.upsert({("m2", "b"): 1.0})
     assert grid.snapshot().array().sel(model="m2").to_dict() == {"a": 0.0, "b": 1.0}
+
+
+def test_a_dropped_array_keeps_its_snapshots(location):
+    qa = open_array(location, "qa", dims="[case: str]", value_type=str)
+    qa.upsert({"a": "x"})
+    first = qa.snapshot()
+    assert drop_array(location, "qa") and not drop_array(location, "qa")
+    assert list_arrays(location) == []
+    with pytest.raises(ProjectArrayError, match="no project array 'qa'"):
+        open_array(location, "qa")
+    assert get_snapshot(location, "qa@1").array().to_dict() == {"a": "x"}
+    again = open_array(location, "qa", dims="[case: str]", value_type=str)
+    assert again.rows() == []
+    again.upsert({"b": "y"})
+    assert again.snapshot().ref == "qa@2" and get_snapshot(location, "qa@1") == first
 
 
 def test_refs_parse():

@@ -39,6 +39,7 @@ __all__ = [
     "SnapshotDiff",
     "default_store",
     "diff",
+    "drop_array",
     "get_snapshot",
     "list_arrays",
     "open_array",
@@ -66,7 +67,8 @@ class ArrayInfo:
     value_type: str
     """The value type's name, as ``open_array`` declared it (``dict``, ``Case``, ...)."""
     version: int
-    """Raised by every edit that changed a row; 0 when created."""
+    """Raised by every edit that changed a row; 0 when created (when made again after
+    ``drop_array``, one past its kept snapshots's)."""
     rows: int
     snapshots: int
     created_at: float
@@ -190,6 +192,15 @@ def open_array(store: Any, name: str, *, dims: Any = None, value_type: Any = Non
 def list_arrays(store: Any) -> list[ArrayInfo]:
     """Every project array in the store, by name."""
     return [_info(row) for row in project_tables(open_store(store)).all_arrays()]
+
+
+def drop_array(store: Any, name: str) -> bool:
+    """Remove a project array and its rows; whether there was one.
+
+    Its snapshots stay (jobs' records name them, and ``get_snapshot`` still reads them); an
+    array created again under the name numbers its snapshots on from the last one.
+    """
+    return project_tables(open_store(store)).drop(name)
 
 
 def _info(row: dict[str, Any]) -> ArrayInfo:

@@ -11,8 +11,8 @@ PostgreSQL's in the store's database), created on first use:
 - ``fxtr_array_rows``: the current rows, by array and key, with their position (first
   upsert first: an array's keys keep the order they were added in).
 - ``fxtr_array_snapshots``: by array and number (1, 2, ...): the version it froze, the
-  content's digest and canonical text, its row count and time. Never updated: a snapshot's
-  rows never change.
+  content's digest and canonical text, its row count and time. Never updated, and kept when
+  the array is dropped: a snapshot's rows never change.
 
 An edit and a snapshot are one transaction each, with the array's row locked (PostgreSQL's
 ``FOR UPDATE``; SQLite's write lock), so two writers never take one number or one position.
@@ -162,11 +162,16 @@ class ProjectTables:
         self._create()
         now = time.time()
         with self._sql.transaction():
+            # an array made again under a dropped one's name starts past its snapshots' versions
+            ((last,),) = self._sql.rows(
+                "SELECT COALESCE(MAX(version) + 1, 0) FROM fxtr_array_snapshots WHERE name = ?",
+                (name,),
+            )
             self._sql.rows(
                 "INSERT INTO fxtr_arrays (name, dims, value_type, version, next_position, "
-                "created_at, updated_at) VALUES (?, ?, ?, 0, 0, ?, ?) "
+                "created_at, updated_at) VALUES (?, ?, ?, ?, 0, ?, ?) "
                 "ON CONFLICT (name) DO NOTHING",
-                (name, dims, value_type, now, now),
+                (name, dims, value_type, int(last), now, now),
             )
         info = self.get(name)
         assert info is not None
@@ -201,12 +206,12 @@ class ProjectTables:
         return int(count)
 
     def drop(self, name: str) -> bool:
-        """Remove an array, its rows and its snapshots; whether there was one."""
+        """Remove an array and its rows, keeping its snapshots; whether there was one."""
         self._create()
         with self._sql.transaction():
             found = self._sql.rows("SELECT name FROM fxtr_arrays WHERE name = ?", (name,))
-            for table in ("fxtr_array_rows", "fxtr_array_snapshots", "fxtr_arrays"):
-                self._sql.rows(f"DELETE FROM {table} WHERE name = ?", (name,))
+            self._sql.rows("DELETE FROM fxtr_array_rows WHERE name = ?", (name,))
+            self._sql.rows("DELETE FROM fxtr_arrays WHERE name = ?", (name,))
         return bool(found)
 
     # rows --------------------------------------------------------------------------------
