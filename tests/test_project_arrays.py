@@ -362,3 +362,47 @@ def test_the_marker_takes_a_snapshot_among_its_inputs(pytester):
     (job,) = json.loads((pytester.path / "r.json").read_text())["jobs"]
     record = open_store(str(store)).get_job(job["job_id"])
     assert record["snapshots"] == {"rows": {"array": "qa", "snapshot": 1, "digest": snap.digest}}
+
+
+WRITER = textwrap.dedent(
+    """
+    import sys
+
+    from fxtr.arrays import open_array
+
+    location, worker = sys.argv[1], sys.argv[2]
+    qa = open_array(location, "qa", dims="[case: str]", value_type=str)
+    for i in range(15):
+        qa.upsert({f"{worker}-{i}": f"row {i} of {worker}"})
+        print(qa.snapshot().number)
+    """
+)
+
+
+def test_processes_editing_and_snapshotting_at_once_lose_nothing(location, tmp_path):
+    """Four processes upsert and snapshot at once: every row is kept, numbers never repeat."""
+    open_array(location, "qa", dims="[case: str]", value_type=str)
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER)
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), location, f"w{n}"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for n in range(4)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+    qa = open_array(location, "qa")
+    assert len(qa) == 60
+    snaps = qa.snapshots()
+    numbers = [s.number for s in snaps]
+    assert numbers == list(range(1, len(snaps) + 1))
+    # each snapshot holds more rows than the one before, and the last holds them all
+    counts = [s.rows for s in snaps]
+    assert counts == sorted(set(counts)) and counts[-1] == 60
+    assert qa.snapshot() == snaps[-1]
+    seen_by_each = [[int(n) for n in out.split()] for out, _ in outs]
+    assert all(seen == sorted(seen) for seen in seen_by_each)

@@ -68,7 +68,7 @@ class ArrayInfo:
     """The value type's name, as ``open_array`` declared it (``dict``, ``Case``, ...)."""
     version: int
     """Raised by every edit that changed a row; 0 when created (when made again after
-    ``drop_array``, one past its kept snapshots's)."""
+    ``drop_array``, one past the version of its newest kept snapshot)."""
     rows: int
     snapshots: int
     created_at: float
