@@ -264,7 +264,8 @@ def job_inputs(ev: Eval, samples: int | None = None) -> dict[str, Any]:
     inputs: dict[str, Any] = {}
     for name, mapping in values.items():
         inputs[name] = Array.from_mapping(mapping, dims=[(dim_of[name], str)])
-    inputs.update(ev.inputs)
+    for name, value in ev.inputs.items():  # a project array's snapshot: its array
+        inputs[name] = value.__fxtr_array__() if hasattr(type(value), "__fxtr_array__") else value
     if samples is not None and "samples" in params and "samples" not in dim_of:
         inputs["samples"] = samples
     return inputs

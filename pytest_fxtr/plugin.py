@@ -85,6 +85,9 @@ def pytest_configure(config: pytest.Config) -> None:
         worker=workerinput is not None,
     )
     config.pluginmanager.register(_Reports(config), "fxtr-reports")
+    from fxtr.arrays import use_store  # load_cases("array:qa@3") reads the run's store
+
+    use_store(config.stash[STATE].settings.store)
 
 
 @pytest.hookimpl(optionalhook=True)

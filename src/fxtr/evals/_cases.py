@@ -187,13 +187,17 @@ def load_cases(
     target: str | None = "target",
     choices: str | Sequence[str] | None = None,
     metadata: Sequence[str] | None = None,
+    store: Any = None,
 ) -> list[Case]:
     """Read a dataset into cases; call it in the eval module (the launcher), never in a step.
 
     Args:
         path: a ``.jsonl`` (one JSON object a line), ``.json`` (a list of objects) or ``.csv``
             (a header row) file. A relative path is looked up from the working directory,
-            then from the calling module's folder and its parents.
+            then from the calling module's folder and its parents. Or ``"array:NAME@N"``
+            (``@latest``): a project array's snapshot (``fxtr.arrays``) of ``Case`` values
+            or of records (dicts), keyed by case id; a job over these cases records the
+            snapshot.
         id: the column holding each case's id; ``None`` uses a column ``id`` where a case
             has one, and gives the others a stable id from a hash of their content (a few
             words of the input, then ten hex digits).
@@ -203,12 +207,17 @@ def load_cases(
         choices: the column holding a list of choices (in a ``.csv``, a JSON list), or a
             list of columns holding one choice each (``["A", "B", "C", "D"]``).
         metadata: the columns kept in ``Case.metadata``; ``None`` keeps every other column.
+        store: where ``"array:..."`` snapshots are read (default: the store pytest runs with,
+            else the nearest ``.fxtr`` folder of the working directory or its parents).
 
     Raises:
         ValueError: the file is missing or has an unknown suffix; a line is malformed; a
             column is missing; two cases have the same id; the file has no cases. The
             message names the file, the line and the fix.
     """
+    columns = _Columns(id, input, target, choices, metadata)
+    if isinstance(path, str) and path.startswith("array:"):
+        return _snapshot_cases(path, columns, store)
     file = _resolve(path, _caller_dir())
     reader = _READERS.get(file.suffix.lower())
     if reader is None:
@@ -230,7 +239,6 @@ def load_cases(
     except UnicodeDecodeError as exc:
         bad_line = exc.object[: exc.start].count(b"\n") + 1
         raise CaseFileError(file, bad_line, "not UTF-8 text", "Save the file as UTF-8") from None
-    columns = _Columns(id, input, target, choices, metadata)
     cases: list[Case] = []
     seen: dict[str, int | None] = {}
     for line, record in reader(file, text):
@@ -242,6 +250,36 @@ def load_cases(
         cases.append(case)
     if not cases:
         raise CaseFileError(file, None, "the file has no cases", "Add at least one case")
+    return cases
+
+
+def _snapshot_cases(ref: str, columns: _Columns, store: Any) -> list[Case]:
+    """The cases of a project array's snapshot, each noted as read from it."""
+    from fxtr.arrays import default_store, get_snapshot
+    from fxtr.experiment._array import note_origin
+
+    snap = get_snapshot(default_store() if store is None else store, ref[len("array:") :])
+    where = Path(f"array:{snap.ref}")
+    array = snap.array()
+    if len(array.dims) != 1:
+        raise CaseFileError(
+            where,
+            None,
+            f"the array has dimensions {list(array.dims)!r}, and cases need one (their ids)",
+            "Keep cases in a project array over one dimension, such as '[case: str]'",
+        )
+    cases: list[Case] = []
+    for row, ((key,), value) in enumerate(array.items(), start=1):
+        if isinstance(value, Case):  # decoded: its tuple of choices came back a list
+            case = dataclasses.replace(value, choices=tuple(value.choices))
+        else:
+            if isinstance(value, dict) and columns.id is None and "id" not in value:
+                value = {**value, "id": str(key)}  # the row's key is the case's id
+            case = columns.case(where, row, value)
+        note_origin(case, snap.source)
+        cases.append(case)
+    if not cases:
+        raise CaseFileError(where, None, "the snapshot has no rows", "Add cases, then snapshot")
     return cases
 
 

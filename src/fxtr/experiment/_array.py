@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
 from fxtr.experiment._types import Dim, check_value, format_dims, parse_dims, type_name
@@ -27,7 +27,8 @@ def _key_type_of(dim: str, keys: Sequence[Any]) -> type:
     raise ValueError(msg)
 
 
-def _as_dims(dims: str | Sequence[str | Dim | tuple[str, type]]) -> list[str | Dim]:
+def as_dims(dims: str | Sequence[str | Dim | tuple[str, type]]) -> list[str | Dim]:
+    """Dimensions as given: a dimension string's ``Dim``s, or names and ``(name, type)`` pairs."""
     if isinstance(dims, str):
         return list(parse_dims(dims))
     out: list[str | Dim] = []
@@ -55,7 +56,7 @@ class Array(Generic[T]):
         scores.sel(model="a")    # Array over [prompt]
     """
 
-    __slots__ = ("_cells", "_dims", "_keys", "_value_type")
+    __slots__ = ("_cells", "_dims", "_keys", "_source", "_value_type")
 
     def __init__(
         self,
@@ -72,6 +73,7 @@ class Array(Generic[T]):
         self._keys = keys
         self._cells = cells
         self._value_type = value_type
+        self._source: dict[str, Any] | None = None
 
     # construction ---------------------------------------------------------------------
 
@@ -101,7 +103,7 @@ class Array(Generic[T]):
             ValueError: the mapping is ragged (a level's key sets differ) or too shallow.
             TypeError: a value is not of ``value_type``, or a key is not of its dimension's type.
         """
-        spec = _as_dims(dims)
+        spec = as_dims(dims)
         if not spec:
             return cls.scalar(mapping, value_type)  # type: ignore[arg-type]
         names = [d if isinstance(d, str) else d.name for d in spec]
@@ -160,6 +162,51 @@ class Array(Generic[T]):
         return cls(tuple(dim_specs), tuple(tuple(k) for k in keys), ordered, value_type)
 
     @classmethod
+    def from_items(
+        cls,
+        items: Iterable[tuple[Any, Any]],
+        dims: str | Sequence[str | Dim | tuple[str, type]] | tuple[str, Any],
+        value_type: Any = Any,
+    ) -> Array[Any]:
+        """An array from ``(key, value)`` pairs, as ``items()`` gives them back.
+
+        Args:
+            items: the cells. A key is a tuple with one key per dimension, a mapping
+                ``{dim: key}``, or, for one dimension, the key itself.
+            dims: dimension names, ``(name, key type)`` pairs or a dimension string such as
+                ``"[prompt: str]"``; or a ``(dims, value_type)`` pair (the array's whole type).
+            value_type: the type of the values, checked for each one.
+
+        Raises:
+            ValueError: two items have one key, a key has the wrong number of parts, or
+                the items leave a combination of keys without a value (arrays are dense).
+            TypeError: a value is not of ``value_type``, or a key is not of its dimension's type.
+        """
+        if isinstance(dims, tuple) and len(dims) == 2 and isinstance(dims[0], str):
+            if dims[0].lstrip().startswith("["):  # the (dims, value_type) form
+                dims, value_type = dims[0], dims[1]
+        spec = as_dims(dims)  # type: ignore[arg-type]
+        names = [d if isinstance(d, str) else d.name for d in spec]
+        nested: dict[Any, Any] = {}
+        count = 0
+        for key, value in items:
+            full = key_tuple(key, names)
+            node = nested
+            for k in full[:-1]:
+                node = node.setdefault(k, {})
+            if not names:
+                return cls.scalar(value, value_type)
+            if full[-1] in node:
+                msg = f"Array.from_items got two items{_where(names, full)}. Give each key once."
+                raise ValueError(msg)
+            node[full[-1]] = value
+            count += 1
+        if not count:
+            empty = [d if isinstance(d, Dim) else Dim(d, str) for d in spec]
+            return cls(tuple(empty), tuple(() for _ in empty), {}, value_type)
+        return cls.from_mapping(nested, spec, value_type)
+
+    @classmethod
     def from_cells(
         cls,
         dims: Sequence[Dim],
@@ -199,9 +246,30 @@ class Array(Generic[T]):
         """Number of keys per dimension."""
         return {d.name: len(k) for d, k in zip(self._dims, self._keys, strict=True)}
 
-    def keys(self, dim: str) -> tuple[Key, ...]:
-        """The keys of one dimension, in first-seen order."""
+    def keys(self, dim: str | None = None) -> tuple[Any, ...]:
+        """The keys of one dimension, in first-seen order; without ``dim``, every cell's key.
+
+        ``keys()`` gives the key tuples in ``items()`` order (``(model, prompt)`` pairs for
+        an array over ``[model, prompt]``); ``keys("model")`` the keys of ``model``.
+        """
+        if dim is None:
+            return tuple(self._cells)
         return self._keys[self._dim_index(dim)]
+
+    @property
+    def source(self) -> dict[str, Any] | None:
+        """Where the array came from when it is a project array's snapshot, else None.
+
+        ``{"array": NAME, "snapshot": N, "digest": SHA256}``: a job given this array keeps
+        it in its record (``snapshots``). Derived arrays (``sel``, ``map``) have none.
+        """
+        return self._source
+
+    def with_source(self, source: dict[str, Any]) -> Array[T]:
+        """The same array, marked as coming from ``source`` (see ``source``)."""
+        out = Array(self._dims, self._keys, self._cells, self._value_type)
+        out._source = dict(source)
+        return out
 
     def items(self) -> Iterator[tuple[tuple[Key, ...], T]]:
         """``(key_tuple, value)`` for every cell, in ``dims`` order (``()`` for a scalar)."""
@@ -323,6 +391,51 @@ class Array(Generic[T]):
                 return i
         msg = f"Dimension {dim!r} is not in this array; its dimensions are {self.dims!r}."
         raise KeyError(msg)
+
+
+_ORIGINS: dict[int, tuple[Any, dict[str, Any]]] = {}
+"""Values read from a project array's snapshot (``load_cases("array:qa@3")``), by ``id``:
+the value (kept, so its ``id`` stays its own) and the snapshot it came from."""
+
+
+def note_origin(value: Any, source: dict[str, Any]) -> None:
+    """Remember that ``value`` was read from the snapshot ``source`` (see ``origin_of``)."""
+    _ORIGINS[id(value)] = (value, source)
+
+
+def origin_of(values: Iterable[Any]) -> dict[str, Any] | None:
+    """The snapshot every one of ``values`` was read from, or None (none, or several)."""
+    found: dict[str, Any] | None = None
+    for value in values:
+        known = _ORIGINS.get(id(value))
+        if known is None or known[0] is not value or (found is not None and known[1] != found):
+            return None
+        found = known[1]
+    return found
+
+
+def key_tuple(key: Any, names: Sequence[str]) -> tuple[Any, ...]:
+    """One key per dimension, from a tuple, a mapping ``{dim: key}`` or one dimension's key."""
+    if isinstance(key, Mapping):
+        if set(key) != set(names):
+            msg = f"Key {dict(key)!r} names dimensions {sorted(key)!r}, not {list(names)!r}."
+            raise ValueError(msg)
+        return tuple(key[n] for n in names)
+    if isinstance(key, tuple):
+        if len(key) != len(names):
+            msg = (
+                f"Key {key!r} has {len(key)} part(s) for the {len(names)} dimension(s) "
+                f"{list(names)!r}. Give one key per dimension."
+            )
+            raise ValueError(msg)
+        return key
+    if len(names) != 1:
+        msg = (
+            f"Key {key!r} is one key, but the array has dimensions {list(names)!r}. Give a "
+            "tuple with one key per dimension, or a mapping {dim: key}."
+        )
+        raise ValueError(msg)
+    return (key,)
 
 
 def _where(names: Sequence[str], key: tuple[Any, ...]) -> str:

@@ -6,13 +6,16 @@ It never uses pickle, so the same value has the same bytes in every process and 
 (``repr`` round-trips), dict and set order do not matter.
 
 Tags (a dict with one ``$`` key):
-``{"$set": [...]}``, ``{"$entity": "mod:Qual", "v": {...}}``, ``{"$ref": "mod:Qual", "id": ...}``,
+``{"$set": [...]}``, ``{"$entity": "mod:Qual", "v": {...}}``,
+``{"$data": "mod:Qual", "v": {...}}`` (a dataclass that is not an entity),
+``{"$ref": "mod:Qual", "id": ...}``,
 ``{"$array": [[dim, "str"|"int"], ...], "keys": [...], "cells": [...]}`` and
 ``{"$dict": [[key, value], ...]}`` for a user dict whose keys would look like a tag.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from typing import Any
@@ -32,7 +35,8 @@ SCHEMA = "fxtr1"
 
 _PREFIX = (SCHEMA + ":").encode()
 _ACCEPTED = (
-    "str, int, float, bool, None, list, tuple, dict with str keys, set, Entity, BoundID, Array"
+    "str, int, float, bool, None, list, tuple, dict with str keys, set, Entity, BoundID, Array, "
+    "dataclass"
 )
 _dumps = json.JSONEncoder(
     sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=True
@@ -80,6 +84,19 @@ def to_tree(value: Any, path: tuple[Any, ...] = ()) -> Any:
         return {"$entity": entity_type_key(t), "v": fields}
     if t is BoundID:
         return {"$ref": entity_type_key(value.entity_type), "id": value.id}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        if "<locals>" in t.__qualname__:
+            msg = (
+                f"{_path(path)} is a {t.__qualname__}, a dataclass defined inside a function, "
+                "which cannot be read back by name. Define it at module level."
+            )
+            raise EncodingError(msg)
+        fields = {
+            f.name: to_tree(getattr(value, f.name), (*path, f.name))
+            for f in dataclasses.fields(value)
+            if f.init
+        }
+        return {"$data": entity_type_key(t), "v": fields}
     if t is Array:
         return {
             "$array": [[d.name, d.key_type.__name__] for d in value.dim_specs],
@@ -144,6 +161,9 @@ def from_tree(tree: Any) -> Any:
         if "$entity" in tree:
             cls = lookup_entity_type(tree["$entity"])
             return cls(**{k: from_tree(v) for k, v in tree["v"].items()})
+        if "$data" in tree:  # a dataclass (not an entity): looked up as entities are
+            data_cls: Any = lookup_entity_type(tree["$data"])
+            return data_cls(**{k: from_tree(v) for k, v in tree["v"].items()})
         if "$ref" in tree:
             return BoundID(tree["id"], lookup_entity_type(tree["$ref"]))
         if "$set" in tree:

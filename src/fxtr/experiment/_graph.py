@@ -23,6 +23,7 @@ from fxtr.experiment._types import (
     bound_target,
     format_dims,
     is_entity_type,
+    record_fields,
     type_name,
 )
 from fxtr.experiment.errors import SignatureError, UpstreamFailedError
@@ -140,8 +141,10 @@ def field_node(source: Node, path: tuple[str, ...]) -> Node:
                 target = bound_target(value_type)
                 if target is not None:
                     value_type = target
-        if is_entity_type(value_type):
-            fields = value_type.field_types()
+        # an entity's fields, or a dataclass's or a TypedDict's
+        fields = value_type.field_types() if is_entity_type(value_type) else None
+        fields = record_fields(value_type) if fields is None else fields
+        if fields is not None:
             if name not in fields:
                 msg = (
                     f"field({name!r}): {type_name(value_type)} has no field {name!r}; its fields "

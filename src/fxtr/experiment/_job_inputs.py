@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from fxtr.experiment._array import Array
+from fxtr.experiment._array import Array, origin_of
 from fxtr.experiment._definition import WorkflowDefinition
 from fxtr.experiment._encoding import EncodingError, encode_text, fingerprint_text
 from fxtr.experiment._engine import Run
@@ -55,6 +55,8 @@ async def prepare_inputs(
     """Store entities given where references are expected; keep everything else."""
     out: dict[str, Any] = {}
     for name, value in inputs.items():
+        if hasattr(type(value), "__fxtr_array__"):  # a project array's snapshot
+            value = value.__fxtr_array__()
         param = wf.signature.params.get(name)
         wants_ref = param is not None and (
             bound_target(param.value_type) is not None or is_entity_type(param.value_type)
@@ -71,6 +73,23 @@ async def prepare_inputs(
             ]
             value = Array.from_cells(value.dim_specs, value._keys, refs, param.value_type)  # type: ignore[union-attr]
         out[name] = value
+    return out
+
+
+def input_sources(inputs: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The project-array snapshots the inputs come from, by input name (for the record).
+
+    A ``Snapshot`` given as an input, an ``Array`` a snapshot made (``Snapshot.array()``),
+    or an array whose every value was read from one snapshot (``load_cases("array:...")``
+    cases parametrized into an eval): ``{"array": NAME, "snapshot": N, "digest": ...}``.
+    """
+    out: dict[str, dict[str, Any]] = {}
+    for name, value in inputs.items():
+        source = getattr(value, "source", None) if hasattr(type(value), "__fxtr_array__") else None
+        if isinstance(value, Array):
+            source = value.source or origin_of(value.values())
+        if source:
+            out[name] = dict(source)
     return out
 
 

@@ -23,6 +23,7 @@ from fxtr.experiment._hermetic import install as install_hermetic
 from fxtr.experiment._job_inputs import (
     check_root,
     encoded_inputs,
+    input_sources,
     prepare_inputs,
     root_kwargs,
 )
@@ -260,6 +261,9 @@ async def _attempt(
         prepared = await prepare_inputs(wf, inputs, run)
         if "inputs" not in record:
             record["inputs"] = encoded_inputs(prepared)
+            sources = input_sources(inputs)  # project-array snapshots, by input (DESIGN §19)
+            if sources:
+                record["snapshots"] = sources
         store.put_job(redact_json(record))
         kwargs = root_kwargs(wf, prepared, run)
         root: Node | None = await run.drive(run.run_body(wf, root_address, kwargs))

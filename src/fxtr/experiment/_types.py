@@ -6,6 +6,7 @@ Types are kept as the typing objects users write (``str``, ``list[int]``, ``Opti
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import types
 import typing
@@ -106,6 +107,23 @@ def is_entity_type(tp: Any) -> bool:
     return isinstance(tp, type) and issubclass(tp, _entity_base())
 
 
+def record_fields(tp: Any) -> dict[str, Any] | None:
+    """The fields of a dataclass (not an entity) or ``TypedDict`` type, with their types.
+
+    ``None`` for any other type. A forward reference that cannot be resolved yet is ``Any``.
+    """
+    is_data = isinstance(tp, type) and dataclasses.is_dataclass(tp) and not is_entity_type(tp)
+    if not (is_data or typing.is_typeddict(tp)):
+        return None
+    try:
+        hints = typing.get_type_hints(tp)
+    except NameError:
+        hints = {}
+    if is_data:
+        return {f.name: hints.get(f.name, Any) for f in dataclasses.fields(tp)}
+    return {name: hints.get(name, Any) for name in tp.__annotations__}
+
+
 def bound_target(tp: Any) -> type | None:
     """The entity type of ``BoundID[T]``, or ``None`` when ``tp`` is not one."""
     if typing.get_origin(tp) is _bound_id():
@@ -142,6 +160,13 @@ def value_type_problem(tp: Any) -> str | None:
         return None
     if is_entity_type(tp):
         return None
+    fields = record_fields(tp)
+    if fields is not None:  # a dataclass or a TypedDict: its fields must be values
+        for name, field_type in fields.items():
+            problem = value_type_problem(field_type)
+            if problem:
+                return f"field {name!r} of {type_name(tp)}: {problem}"
+        return None
     if _is_union(tp):
         for arg in typing.get_args(tp):
             problem = value_type_problem(arg)
@@ -167,7 +192,10 @@ def value_type_problem(tp: Any) -> str | None:
         return value_type_problem(args[1]) if len(args) == 2 else None
     if typing.get_origin(tp) is typing.Literal:
         return None
-    return f"{type_name(tp)} is not a JSON-like type, an Entity or BoundID[Entity]"
+    return (
+        f"{type_name(tp)} is not a JSON-like type, an Entity, BoundID[Entity], a dataclass "
+        "or a TypedDict"
+    )
 
 
 def is_assignable(src: Any, dst: Any) -> bool:
@@ -233,6 +261,8 @@ def check_value(value: Any, tp: Any) -> bool:
         return isinstance(value, tp)
     if _is_union(tp):
         return any(check_value(value, a) for a in typing.get_args(tp))
+    if typing.is_typeddict(tp):  # a dict with the required keys (no instance checks exist)
+        return isinstance(value, dict) and all(k in value for k in tp.__required_keys__)
     if isinstance(tp, type):
         return isinstance(value, tp)
     origin = typing.get_origin(tp)
