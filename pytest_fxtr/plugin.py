@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pytest_fxtr._settings import Settings, add_options, resolve
+from pytest_fxtr._values import unencodable_cases, warn_non_finite
 
 STATE = pytest.StashKey["State"]()
 _FAILURE = pytest.StashKey[str]()
@@ -282,7 +283,7 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
     if ev.error is not None:
         item.stash[_FAILURE] = (
             f"the fxtr job of {ev.nodeid} could not run: {type(ev.error).__name__}: {ev.error}"
-            + _unencodable_cases(ev)
+            + unencodable_cases(ev)
         )
         item.stash[_RESULT] = None
         from fxtr.store._base import StoreOutage
@@ -298,65 +299,11 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         _report(item, state, ev)
 
 
-def _unencodable_cases(ev: Any) -> str:
-    """The cases whose parametrized values have no canonical encoding, with the problem.
-
-    A job refused for one of its inputs says which case and argument it was.
-    """
-    import reprlib
-
-    from fxtr.experiment._encoding import EncodingError, encode_text
-
-    found = []
-    for item in ev.items:
-        params = getattr(getattr(item, "callspec", None), "params", {})
-        for name, value in params.items():
-            try:
-                encode_text(value)
-            except EncodingError as exc:
-                shown = reprlib.repr(value)
-                found.append(f"\n  case {item.callspec.id!r}, argument {name!r} ({shown}): {exc}")
-            except RecursionError:
-                found.append(
-                    f"\n  case {item.callspec.id!r}, argument {name!r}: nests too deeply to "
-                    "encode (flatten it, or make it an Entity)"
-                )
-            if len(found) >= 5:
-                return "".join(found)
-    return "".join(found)
-
-
-def _warn_non_finite(ev: Any) -> None:
-    """Say which cases scored NaN or an infinity (the gate counts them missing)."""
-    import math
-    import warnings
-
-    job = ev.job
-    partial = getattr(job, "partial_output", None)
-    if partial is None:
-        return
-    bad = []
-    for key, value in partial.items():
-        number = getattr(value, "value", value) if not isinstance(value, float) else value
-        if isinstance(number, float) and not math.isfinite(number):
-            where = ", ".join(f"{d}={k}" for d, k in zip(partial.dims, key, strict=True))
-            bad.append(f"{where or 'the output'}: {number!r}")
-    if bad:
-        shown = "; ".join(bad[:5]) + (f"; and {len(bad) - 5} more" if len(bad) > 5 else "")
-        warnings.warn(
-            f"fxtr: {ev.nodeid}: {len(bad)} score(s) are not finite numbers ({shown}); they "
-            "count as missing in the score gate. Return a finite number, or raise in the step "
-            "so that the case fails with its reason.",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-
-
 def _report(item: pytest.Item, state: State, ev: Any) -> None:
     """Hand the eval's payload to the controller: directly, or as a report property (xdist)."""
     from pytest_fxtr._cells import item_payload
 
-    _warn_non_finite(ev)
+    warn_non_finite(ev)
     payload = item_payload(ev, state.settings.fail_under)
     if payload is None:
         return
