@@ -11,15 +11,22 @@ from collections.abc import Coroutine
 from typing import Any
 
 
-def budget_of(loop: Any, settings: Any) -> Any:
-    """The run's budget (one per session loop), or ``None`` without ``--fxtr-max-cost``."""
+def budget_of(loop: Any, settings: Any, store: Any = None) -> Any:
+    """The run's budget (one per session loop), or ``None`` without ``--fxtr-max-cost``.
+
+    It forecasts a call with no ``max_tokens`` at its model's median output in this run,
+    else in the store's history (DESIGN §14), else 256.
+    """
     if settings.max_cost is None:
         return None
     budget = getattr(loop, "budget", None)
     if budget is None:
         from fxtr.models._budget import Budget
+        from pytest_fxtr._forecast import History
 
-        budget = loop.budget = Budget(settings.max_cost)
+        history = History(store) if store is not None else None
+        outputs = {} if history is None else history.median_outputs()
+        budget = loop.budget = Budget(settings.max_cost, known_outputs=outputs)
     return budget
 
 
@@ -31,7 +38,7 @@ async def within_cost_controls(
     from fxtr.models._budget import current_budget
     from fxtr.models._limiter import limiters, start_limit
 
-    budget = budget_of(loop, settings)
+    budget = budget_of(loop, settings, store)
     budget_token = current_budget.set(budget)
     limit_token = start_limit.set(settings.concurrency)
     batching = None

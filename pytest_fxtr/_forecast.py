@@ -127,6 +127,10 @@ class History:
         """The median output tokens of a call to ``model``, whatever the step."""
         return _median(self.outputs.get(model))
 
+    def median_outputs(self) -> dict[str, float]:
+        """Per model, the median output tokens of a call to it, whatever the step."""
+        return {model: statistics.median(seen) for model, seen in self.outputs.items() if seen}
+
     def median_steps(self, model: str) -> dict[str, float] | None:
         """Per agent step, the median count in a trajectory of ``model`` (``None``: unknown)."""
         seen = [c for where, c in self.trajectories.items() if self.agent_model.get(where) == model]
@@ -315,7 +319,12 @@ def _pairwise(kwargs: dict[str, Any], context: Any, history: History) -> tuple[l
     if scorer.judge is None:
         return [], placeholder
     call = _judge_call(
-        context.step_name, scorer, case, values, kwargs["judge_sample"], history,
+        context.step_name,
+        scorer,
+        case,
+        values,
+        kwargs["judge_sample"],
+        history,
         extra_mine + extra_other,
     )
     return [call], placeholder
@@ -401,8 +410,7 @@ def _agent_score(kwargs: dict[str, Any], context: Any, history: History) -> tupl
     extra = 0
     if trajectory.text == PLACEHOLDER and trajectory.turns:  # the answer of the forecast turn
         extra = 4 * trajectory.usage.output_tokens // trajectory.turns
-    values = {"question": case.input, "answer": trajectory.text,
-              "criterion": "".join(case.targets)}
+    values = {"question": case.input, "answer": trajectory.text, "criterion": "".join(case.targets)}
     return [_judge_call(context.step_name, scorer, case, values, None, history, extra)], (
         placeholder
     )

@@ -141,9 +141,7 @@ def test_a_judged_rerun_with_new_cases_is_forecast_from_history_within_20_percen
         assert row["output_tokens"] == pytest.approx(real_row["output_tokens"], rel=0.2)
 
 
-def test_an_agent_eval_is_at_least_one_turn_per_trajectory_then_median_turns(
-    pytester, monkeypatch
-):
+def test_an_agent_eval_is_at_least_one_turn_per_trajectory_then_median_turns(pytester, monkeypatch):
     project = _project(pytester, AGENT)
     dry = _run(project, "--fxtr-dry-run", "--fxtr-report", "dry.json")
     assert dry.ret == 0

@@ -68,9 +68,10 @@ def _judge_forecast(scorer: Scorer, model: Model, request: ModelRequest) -> Grad
     """The judge calls that will grade the answer to ``request``, for the budget.
 
     The judge's prompt is its template filled with the question and an answer of the
-    subject's forecast length (the sampling's ``max_tokens``, else the run's median output
-    of the model, else 256), as many times as it grades an answer (``judge_samples``; both
-    orders for ``pairwise``). An unpriced judge costs nothing here.
+    answer's length once it came, else of its forecast length (the sampling's
+    ``max_tokens``, else the model's median output in the run or the store, else 256), as
+    many times as it grades an answer (``judge_samples``; both orders for ``pairwise``). An
+    unpriced judge costs nothing here.
     """
     from fxtr.evals._models import pricing_api
     from fxtr.evals._scorers import PAIRWISE, AuditedScorer
@@ -82,20 +83,26 @@ def _judge_forecast(scorer: Scorer, model: Model, request: ModelRequest) -> Grad
     times = scorer.judge_samples if isinstance(scorer, AuditedScorer) else 1
     times *= 2 if scorer.kind == PAIRWISE else 1
     question = request_chars(request)
-    prompt = _judge.fill(
-        scorer.template or "",
-        values={"question": "", "answer": "", "answer_a": "", "answer_b": "", "criterion": ""},
-        instructions=scorer.instructions or "",
-        metadata={},
-    ) if scorer.template else ""
+    prompt = (
+        _judge.fill(
+            scorer.template or "",
+            values={"question": "", "answer": "", "answer_a": "", "answer_b": "", "criterion": ""},
+            instructions=scorer.instructions or "",
+            metadata={},
+        )
+        if scorer.template
+        else ""
+    )
     judged = request_for(judge, prompt, None)
     api = pricing_api(judge)
     price = BATCH_PRICE if settings_for(judge.name, judge.base_url, judge.provider) else 1.0
     answers = 2 if scorer.kind == PAIRWISE else 1
 
-    def forecast(budget: Any) -> float:
+    def forecast(budget: Any, answered: int | None) -> float:
         sampling = request.sampling
-        if sampling is not None and sampling.max_tokens:
+        if answered is not None:  # the answer came: its own size
+            answer = answered
+        elif sampling is not None and sampling.max_tokens:
             answer = sampling.max_tokens
         else:
             median = budget.median_output(model.model)
@@ -114,12 +121,27 @@ def _budgeted(model: Model, request: ModelRequest, context: Any) -> Iterator[Non
     A subject's answer reserves its judges' calls; a judge's call draws on what was
     reserved (``fxtr.models._budget``).
     """
-    from fxtr.models._budget import current_budget, paid_for, then_calls
+    from fxtr.models._budget import current_budget, waiting_slot
 
     step = getattr(context, "step_name", None)
     if current_budget.get() is None or step is None:
         yield
         return
+    slot = waiting_slot.set(getattr(getattr(context, "_run", None), "sem", None))
+    try:
+        with _budgeted_in_case(context, step, model, request):
+            yield
+    finally:
+        waiting_slot.reset(slot)
+
+
+@contextlib.contextmanager
+def _budgeted_in_case(
+    context: Any, step: str, model: Model, request: ModelRequest
+) -> Iterator[None]:
+    """The budget's view of a call's place in its case (see ``_budgeted``)."""
+    from fxtr.models._budget import paid_for, then_calls
+
     if step == "fxtr.generate":
         scorer = _JUDGES.get(context._run)
         if scorer is None or "/against[" in context.address:  # the reference's answers
@@ -275,7 +297,9 @@ async def ask_judge(
     assert scorer.instructions is not None
     try:
         prompt = _judge.fill(
-            scorer.template, values=values, instructions=scorer.instructions,
+            scorer.template,
+            values=values,
+            instructions=scorer.instructions,
             metadata=case.metadata,
         )
     except (KeyError, IndexError, ValueError) as exc:
@@ -289,5 +313,3 @@ async def ask_judge(
     with judge_role():
         request = request_for(scorer.judge, prompt, judge_sample)
         return (await call(scorer.judge, request, context)).text
-
-

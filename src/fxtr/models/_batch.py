@@ -526,12 +526,11 @@ that another worker takes the next invocation meanwhile."""
 
 async def _waiting(future: asyncio.Future[Any], slot: asyncio.Semaphore | None) -> Any:
     """The future's result, with ``slot`` given back meanwhile."""
+    from fxtr.models._budget import give_back
+
     if slot is None:
         return await future
-    slot.release()
-    more = parking.get()
-    if more is not None:
-        more()
+    give_back(slot)
     try:
         return await future
     finally:

@@ -33,6 +33,11 @@ DEFAULT_OUTPUT_TOKENS = 256
 """Output tokens assumed for a call with no ``max_tokens`` and no history of its model."""
 
 
+OWED_GRACE = 1.0
+"""Seconds a call that does not fit waits for the judges owed when no call is in flight
+(an answer has settled and its judge's step is on its way)."""
+
+
 def request_chars(request: ModelRequest) -> int:
     """Characters of text a request sends (every message, tool results included)."""
     total = 0
@@ -93,9 +98,16 @@ def estimate_call(
 class Graders:
     """The calls that will grade an answer (its case's judge calls), for the budget."""
 
-    per_call: Callable[[Budget], float]
-    """The forecast dollars of one of them, given what the run has seen so far."""
+    per_call: Callable[[Budget, int | None], float]
+    """The forecast dollars of one of them, given what the run has seen so far and the
+    answer's output tokens (``None`` while it is not known)."""
     calls: int = 1
+    answer_tokens: int | None = None
+    """The graded answer's output tokens, once its call settled."""
+
+    def cost(self, budget: Budget) -> float:
+        """The forecast dollars of one of them now."""
+        return self.per_call(budget, self.answer_tokens)
 
 
 then_calls: contextvars.ContextVar[Graders | None] = contextvars.ContextVar(
@@ -136,7 +148,7 @@ class Budget:
     counted) and are counted in ``unpriced``.
     """
 
-    def __init__(self, limit: float) -> None:
+    def __init__(self, limit: float, known_outputs: dict[str, float] | None = None) -> None:
         if not limit >= 0:
             msg = f"A budget must be 0 dollars or more, got {limit!r}."
             raise ValueError(msg)
@@ -147,11 +159,12 @@ class Budget:
         """Calls that did not start because of the budget."""
         self.unpriced = 0
         self._outputs: dict[str, list[int]] = {}
+        self._known_outputs = dict(known_outputs or {})
+        """Per model, its median output tokens in the store's history (before this run)."""
         self._owed: list[list[Any]] = []
         """Per answer asked and not yet graded: ``[graders, grading calls left]``."""
         self._settled: asyncio.Event | None = None
         self._calls_in_flight = 0
-        self._waiting = 0
 
     @property
     def reached(self) -> bool:
@@ -161,11 +174,12 @@ class Budget:
     @property
     def owed(self) -> float:
         """Dollars kept for the grading calls of the answers asked (at today's forecast)."""
-        return float(sum(g.per_call(self) * left for g, left in self._owed))
+        return float(sum(g.cost(self) * left for g, left in self._owed))
 
     def median_output(self, model: str) -> float | None:
+        """The model's median output tokens in this run, else in the store's history."""
         seen = self._outputs.get(model)
-        return statistics.median(seen) if seen else None
+        return statistics.median(seen) if seen else self._known_outputs.get(model)
 
     def _plan(self, api: Any, request: ModelRequest) -> tuple[str, float | None, Graders | None]:
         name = str(getattr(api, "model_name", "?"))
@@ -175,10 +189,11 @@ class Budget:
     def _fits(self, forecast: float, graders: Graders | None) -> tuple[bool, float, float]:
         """Whether a call fits; what it would commit beyond the run's, and the owed now."""
         owed = self.owed
-        if paid_for.get() and self._owed:  # a judge: its share was kept for it
-            head, _ = self._owed[0]
-            owed -= min(head.per_call(self), forecast)
-        then = graders.per_call(self) * graders.calls if graders is not None else 0.0
+        if paid_for.get() and self._owed:
+            # a judge of an answer paid for: what is owed was kept for it and its like, so
+            # it needs only what the rule of every call asks (spent and in flight, plus its own)
+            return self.spent + self.in_flight + forecast <= self.limit, 0.0, owed
+        then = graders.cost(self) * graders.calls if graders is not None else 0.0
         committed = self.spent + self.in_flight + owed + forecast
         fits = committed + then <= self.limit
         if not fits and not self._outputs and not self._calls_in_flight:
@@ -223,30 +238,53 @@ class Budget:
             self._owed.append(entry)
         self.in_flight += forecast
         self._calls_in_flight += 1
+        self._signal()
         return Reservation(forecast, entry, counted=True)
 
     async def wait_to_admit(self, api: Any, request: ModelRequest) -> Reservation:
         """``admit``, after waiting while the call does not fit and calls are in flight.
 
         Calls in flight settle, perhaps below their forecast, and teach the forecast this
-        run's answers. At most one less than the run's concurrency wait at once, so that a
-        step that needs no wait (a judge) finds a slot.
+        run's answers; a call also waits (``OWED_GRACE``) for the judges owed to start when
+        nothing is in flight. It waits holding no concurrency slot of the run
+        (``waiting_slot`` is given back meanwhile), so the steps that grade the answers
+        already paid for (a trajectory's score) are not held up by the cases that wait.
+        Its reservation is made before the slot is taken again.
         """
-        from fxtr.models._limiter import start_limit
+        slot = waiting_slot.get()
+        released = False
+        try:
+            while self._calls_in_flight or self._owed:
+                _, forecast, graders = self._plan(api, request)
+                if forecast is None or self._fits(forecast, graders)[0]:
+                    break
+                if slot is not None and not released:
+                    released = True
+                    give_back(slot)
+                if not await self._changed(OWED_GRACE if not self._calls_in_flight else None):
+                    break  # only judges owed, and none started: they are not coming
+            # reserved at once, before the slot is taken again: the calls that woke with it
+            # must not all fit the same dollars
+            return self.admit(api, request)
+        finally:
+            if released:
+                # taken again even when cancelled, so that the caller's own release balances it
+                await asyncio.shield(slot.acquire())  # type: ignore[union-attr]
 
-        room = (start_limit.get() or 32) - 1
-        while self._calls_in_flight and self._waiting < room:
-            _, forecast, graders = self._plan(api, request)
-            if forecast is None or self._fits(forecast, graders)[0]:
-                break
-            if self._settled is None:
-                self._settled = asyncio.Event()
-            self._waiting += 1
-            try:
-                await self._settled.wait()
-            finally:
-                self._waiting -= 1
-        return self.admit(api, request)
+    async def _changed(self, timeout: float | None) -> bool:
+        """Wait until a call starts or settles; ``False`` when ``timeout`` passed first."""
+        if self._settled is None:
+            self._settled = asyncio.Event()
+        try:
+            await asyncio.wait_for(self._settled.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+    def _signal(self) -> None:
+        if self._settled is not None:
+            self._settled.set()
+            self._settled = None
 
     def settle(self, api: Any, reserved: Reservation, response: ModelResponse | None) -> None:
         """A call ended: its reservation is released and what it cost is spent.
@@ -258,17 +296,37 @@ class Budget:
             self._calls_in_flight -= 1
         if not self._calls_in_flight:
             self.in_flight = 0.0  # no residue of float sums
-        if self._settled is not None:
-            self._settled.set()
-            self._settled = None
+        self._signal()
         if response is None:
             if reserved.owed is not None and reserved.owed in self._owed:
                 self._owed.remove(reserved.owed)
             return
+        if reserved.owed is not None:  # its graders will quote this answer: its size is known
+            reserved.owed[0].answer_tokens = response.usage.output_tokens
         if response.cost is not None:
             self.spent += response.cost
         name = str(getattr(api, "model_name", "?"))
         self._outputs.setdefault(name, []).append(response.usage.output_tokens)
+
+
+waiting_slot: contextvars.ContextVar[asyncio.Semaphore | None] = contextvars.ContextVar(
+    "fxtr_budget_waiting_slot", default=None
+)
+"""The run's concurrency slot the current call's step holds (set by the kit around its
+calls): given back while the call waits for the budget."""
+
+
+def give_back(slot: asyncio.Semaphore) -> None:
+    """Release a slot the caller holds while it waits.
+
+    Another worker of the engine's map starts meanwhile (``fxtr.models._batch.parking``).
+    """
+    from fxtr.models._batch import parking
+
+    slot.release()
+    more = parking.get()
+    if more is not None:
+        more()
 
 
 current_budget: contextvars.ContextVar[Budget | None] = contextvars.ContextVar(
