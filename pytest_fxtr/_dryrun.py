@@ -18,6 +18,7 @@ store, else 256) at the model's price. A model with no price is ``n/a``, never 0
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from typing import Any
 
 from pytest_fxtr._forecast import (
@@ -47,6 +48,8 @@ class Row:
     at_least: bool = False
     input_tokens: float = 0.0
     output_tokens: float = 0.0
+    assumed: int = 0
+    """Calls whose output tokens are the default guess (``DEFAULT_OUTPUT_TOKENS``)."""
 
     def add(self, usd: float | None, calls: int, invocations: int = 1) -> None:
         self.invocations += invocations
@@ -65,6 +68,7 @@ class Row:
         self.unpriced += other.unpriced
         self.input_tokens += other.input_tokens
         self.output_tokens += other.output_tokens
+        self.assumed += other.assumed
 
     def money(self) -> str:
         if self.unpriced and not self.usd:
@@ -289,6 +293,7 @@ def _add_calls(rows: dict[tuple[str, str], Row], calls: list[Call]) -> None:
         row.add(usd, len(group))
         row.input_tokens += sum(c.input_tokens for c in group)
         row.output_tokens += sum(c.output_tokens for c in group)
+        row.assumed += sum(c.assumed for c in group)
 
 
 def render(tr: Any, plans: list[Plan]) -> None:
@@ -319,13 +324,19 @@ def render(tr: Any, plans: list[Plan]) -> None:
                     ("at least " if row.at_least else "") + str(row.invocations),
                     row.calls,
                     round(row.input_tokens),
-                    round(row.output_tokens),
+                    f"{round(row.output_tokens)}{'*' if row.assumed else ''}",
                     row.money(),
                 ]
                 for (model, role), row in sorted(plan.rows.items())
             ]
             headers = ["model", "role", "invocations", "calls", "in tokens", "out tokens"]
-            tr.write_line(tabulate(table, headers=[*headers, "forecast"]))
+            tr.write_line(
+                tabulate(
+                    table,
+                    headers=[*headers, "forecast"],
+                    colalign=("left", "left", *("right",) * 5),
+                )
+            )
         grand.merge(total)
     prefix = "at least " if grand.at_least else ""
     tr.write_line("")
@@ -333,6 +344,17 @@ def render(tr: Any, plans: list[Plan]) -> None:
         f"dry run: {prefix}{grand.invocations} invocation(s), {prefix}{grand.calls} model "
         f"call(s), forecast {grand.money()}; nothing was run, spent or written"
     )
+    if grand.assumed:
+        from fxtr.models._budget import DEFAULT_OUTPUT_TOKENS
+
+        note = (
+            f"* {grand.assumed} call(s) of models with no history in the store and no "
+            f"max_tokens are forecast at {DEFAULT_OUTPUT_TOKENS} output tokens each, a guess "
+            "that can be far off: after a first run (or with Sampling(max_tokens=...)) the "
+            "forecast comes from what the model answered."
+        )
+        for line in textwrap.wrap(note, width=100, subsequent_indent="  "):
+            tr.write_line(line)
 
 
 def plans_json(plans: list[Plan]) -> list[dict[str, Any]]:
@@ -348,6 +370,7 @@ def plans_json(plans: list[Plan]) -> list[dict[str, Any]]:
                 "calls": total.calls,
                 "input_tokens": round(total.input_tokens),
                 "output_tokens": round(total.output_tokens),
+                "assumed_output_calls": total.assumed,
                 "usd": None if total.unpriced and not total.usd else total.usd,
                 "unpriced": total.unpriced,
                 "cached": plan.cached,
@@ -361,6 +384,7 @@ def plans_json(plans: list[Plan]) -> list[dict[str, Any]]:
                         "calls": row.calls,
                         "input_tokens": round(row.input_tokens),
                         "output_tokens": round(row.output_tokens),
+                        "assumed_output_calls": row.assumed,
                         "usd": None if row.unpriced and not row.usd else row.usd,
                     }
                     for (m, r), row in sorted(plan.rows.items())

@@ -49,6 +49,8 @@ class Call:
     output_tokens: float = 0
     history_name: str = ""
     """The model's name in the store's usage (the provider's name of the model)."""
+    assumed: bool = False
+    """Its output tokens are the default guess (no ``max_tokens``, no history of the model)."""
 
 
 def _median(values: list[float] | None) -> float | None:
@@ -211,7 +213,11 @@ def call_for(
             usd *= _batch.BATCH_PRICE  # its calls go through the provider's batch API
     if known is not None:  # an unpriced model's history: its tokens, still no dollars
         return known
-    return Call(model.name, role, usd, tokens_in, tokens_out, history_name=model.model)
+    capped = request.sampling is not None and bool(request.sampling.max_tokens)
+    assumed = not capped and history.median_output(model.model) is None
+    return Call(
+        model.name, role, usd, tokens_in, tokens_out, history_name=model.model, assumed=assumed
+    )
 
 
 def placeholder_response(call: Call, model: Any, output: tuple[Any, ...] = ()) -> Any:

@@ -403,14 +403,12 @@ def test_keys_with_address_syntax_list_under_their_operation(page, tmp_path):
             heading = f"view.outer/inner/work · failed · {len(HOSTILE_KEYS)} invocation(s)"
             page.wait_for_selector(f"h3:has-text('{heading}')")
             assert page.locator("tr.invocation").count() == len(HOSTILE_KEYS), where
-            ops = page.eval_on_selector_all(
-                "svg.graph [data-op]", "els => els.map(e => e.dataset.op)"
-            )
+            ops = page.eval_on_selector_all("svg.graph [data-op]", "els => els.map(e => e.dataset.op)")
             assert sorted(ops) == ["view.outer", "view.outer/inner", "view.outer/inner/work"]
             row = page.locator("tr.invocation", has_text='inner[case="quo\\"te"]/work')
             row.click()
             page.wait_for_selector("#panel h2")
-            assert 'failed on purpose for key quo"te' in page.inner_text("#panel"), where
+            assert "failed on purpose for key quo\"te" in page.inner_text("#panel"), where
     finally:
         server.shutdown()
         server.server_close()

@@ -25,22 +25,18 @@ def _evaluation(seed, n=60, k=8, groups=("a",), shift=0.0):
         for i in range(n):
             p = min(1.0, rng.random() + shift)
             values = [float(rng.random() < p) for _ in range(k)]
-            cells.append(
-                {"group": {"model": g}, "case": {"case": f"c{i}"}, "values": values, "status": "ok"}
-            )
+            cells.append({"group": {"model": g}, "case": {"case": f"c{i}"}, "values": values,
+                          "status": "ok"})
     return {"eval": "evals/x.py::test_x", "sample_dim": "sample", "cells": cells}
 
 
 def test_one_distribution_gives_a_false_flip_rate_near_alpha():
     """Averaged over seeded datasets, the share of flagged A/A splits is alpha = 0.05 (± 0.02)."""
-    rates = [
-        aa_control(_evaluation(s), splits=200, seed=s)[0]["false_flip_rate"] for s in range(10)
-    ]
+    rates = [aa_control(_evaluation(s), splits=200, seed=s)[0]["false_flip_rate"]
+             for s in range(10)]
     assert 0.03 <= statistics.fmean(rates) <= 0.07, rates
-    loose = [
-        aa_control(_evaluation(s), splits=200, seed=s, alpha=0.2)[0]["false_flip_rate"]
-        for s in range(10)
-    ]
+    loose = [aa_control(_evaluation(s), splits=200, seed=s, alpha=0.2)[0]["false_flip_rate"]
+             for s in range(10)]
     assert 0.16 <= statistics.fmean(loose) <= 0.24, loose
 
 
@@ -128,9 +124,7 @@ def twins(tmp_path_factory):
     for name in ("test_aa.py", "test_once.py"):
         subprocess.run(
             [sys.executable, "-m", "pytest", f"evals/{name}", "-q", "-p", "no:cacheprovider"],
-            cwd=project,
-            check=True,
-            capture_output=True,
+            cwd=project, check=True, capture_output=True,
         )
     return project / ".fxtr"
 

@@ -735,9 +735,7 @@ KEPT: list[Any] = []
 
 @step(name="cap.leaves_open")
 async def leaves_a_stream_open(context: StepContext, x: int) -> int:
-    stream = openai_client().chat.completions.create(
-        model="gpt-4o-mini", messages=USER, stream=True
-    )
+    stream = openai_client().chat.completions.create(model="gpt-4o-mini", messages=USER, stream=True)
     KEPT.append(stream)  # alive after the step: garbage collection cannot record it
     next(iter(stream))
     return x

@@ -20,7 +20,7 @@ import yaml
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
-EVAL = """
+EVAL = '''
 import pytest
 
 from fxtr.evals import Case, Model, evaluate, includes, register_mock, user_text
@@ -49,7 +49,7 @@ MODEL = Model(register_mock("ci-model", reply).name, system=PROMPT)
 @pytest.mark.parametrize("case", CASES)
 def test_capitals(model, case, result):
     pass
-"""
+'''
 GOOD = "Think step by step, then give the capital."
 WORSE = "Give the capital."
 FLIPPED = [f"q{i:02d}" for i in range(0, 30, 3)]
@@ -91,12 +91,8 @@ class Project:
         )
         environ.update(env)
         return subprocess.run(
-            ["bash", "-e", "-c", script],
-            cwd=self.root,
-            env=environ,
-            capture_output=True,
-            text=True,
-            timeout=300,
+            ["bash", "-e", "-c", script], cwd=self.root, env=environ, capture_output=True,
+            text=True, timeout=300,
         )
 
 
@@ -115,9 +111,8 @@ def test_a_pull_request_that_degrades_the_prompt_is_caught_as_a_regression(tmp_p
     pr = project.run(runs["evals"], "pr.md")
     assert pr.returncode == 1, pr.stdout + pr.stderr
     assert "regressed" in pr.stdout
-    assert re.search(
-        r"regression in evals/test_capitals.py::test_capitals .*1\.000 -> 0\.667", pr.stdout
-    ), pr.stdout
+    assert re.search(r"regression in evals/test_capitals.py::test_capitals .*1\.000 -> 0\.667",
+                     pr.stdout), pr.stdout
     assert "in review" not in pr.stdout and "case(s) missing" not in pr.stdout
     markdown = (tmp_path / "pr.md").read_text()
     assert "gate **failed** (regressed)" in markdown

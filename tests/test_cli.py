@@ -411,7 +411,7 @@ def test_redacted_json_stays_json_and_redacts_every_string():
             return f"opaque {key}"
 
     data = {
-        f"header {key}": [f'said "{key}"\n', 'Bearer "quoted" \\ end', f"{b64}\\"],
+        f"header {key}": [f'said "{key}"\n', "Bearer \"quoted\" \\ end", f"{b64}\\"],
         "obj": Opaque(),
         "n": 1.5,
         "clean": "é ü \u2028",

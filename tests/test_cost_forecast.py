@@ -120,6 +120,11 @@ def test_dry_run_counts_every_judge_call_of_judge_samples_and_a_gold_set(pyteste
     assert subject["input_tokens"] == by_model["fc-subject"]["input_tokens"]
     assert subject["output_tokens"] == 5 * 256
     assert judge["input_tokens"] > by_model["fc-judge"]["input_tokens"] + 15 * 200
+    # a guess is said to be one: every call of this cold plan, marked in the table and told
+    assert subject["assumed_output_calls"] == 5 and judge["assumed_output_calls"] == 27
+    text = "\n".join(dry.stdout.lines)
+    assert "1280*" in text, text
+    assert "* 32 call(s) of models with no history in the store and no" in text
 
 
 def test_a_judged_rerun_with_new_cases_is_forecast_from_history_within_20_percent(
@@ -128,8 +133,10 @@ def test_a_judged_rerun_with_new_cases_is_forecast_from_history_within_20_percen
     project = _project(pytester, JUDGED)
     _run(project).assert_outcomes(passed=5)
     monkeypatch.setenv("EVAL_FIRST", "5")
-    _run(project, "--fxtr-dry-run", "--fxtr-report", "dry.json")
+    dry = _run(project, "--fxtr-dry-run", "--fxtr-report", "dry.json")
+    assert "no history in the store" not in "\n".join(dry.stdout.lines)
     (plan,) = _report(project, "dry.json")["dry_run"]
+    assert plan["assumed_output_calls"] == 0
     _run(project, "--fxtr-report", "real.json").assert_outcomes(passed=5)
     by_model = _real_by_model(_report(project, "real.json"))
     rows = {row["model"]: row for row in plan["by"] if row["calls"]}

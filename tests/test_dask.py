@@ -172,9 +172,8 @@ def test_provider_limits_hold_across_the_cluster():
         async def body(executor):
             await executor.start()
             store = f".fxtr-{len(options)}"
-            result = await launch(
-                limited_calls, {"i": items}, executor=executor, verify=False, store=store
-            )
+            result = await launch(limited_calls, {"i": items}, executor=executor, verify=False,
+                                  store=store)
             assert result.status == "succeeded", result.invocations
             return result.output.to_dict()
 

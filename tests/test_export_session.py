@@ -39,13 +39,8 @@ EVALS = textwrap.dedent(
 
 
 def _fxtr(cwd, *args):
-    return subprocess.run(
-        [sys.executable, "-m", "fxtr.cli", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return subprocess.run([sys.executable, "-m", "fxtr.cli", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
 
 
 def _exported(path):
@@ -109,19 +104,11 @@ def test_a_session_export_opens_each_jobs_cells_offline_in_chromium(tmp_path):
     exported.write_text(export_html(store, [a, b]), encoding="utf-8")
     problems: list[str] = []
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=test_browser.CHROMIUM,
-            args=["--headless", "--no-sandbox", "--disable-gpu"],
-        )
+        browser = p.chromium.launch(executable_path=test_browser.CHROMIUM,
+                                    args=["--headless", "--no-sandbox", "--disable-gpu"])
         page = browser.new_page()
-        page.route(
-            "**/*",
-            lambda route: (
-                route.continue_()
-                if route.request.url.startswith(("file:", "data:"))
-                else (problems.append(route.request.url), route.abort())
-            ),
-        )
+        page.route("**/*", lambda route: route.continue_() if route.request.url.startswith(
+            ("file:", "data:")) else (problems.append(route.request.url), route.abort()))
         page.on("pageerror", lambda exc: problems.append(f"page error: {exc}"))
         page.goto(exported.as_uri())
         for job_id in (b, a):
@@ -132,8 +119,7 @@ def test_a_session_export_opens_each_jobs_cells_offline_in_chromium(tmp_path):
             assert "provider unreachable" in page.inner_text("#panel")
             page.click("#matrix tr[data-case='easy'] td.cell >> nth=0")
             page.wait_for_function(
-                "() => !document.querySelector('#panel').innerText.includes('unreachable')"
-            )
+                "() => !document.querySelector('#panel').innerText.includes('unreachable')")
         browser.close()
     if problems:
         pytest.fail("; ".join(problems))

@@ -55,9 +55,7 @@ def test_labels_written_as_text_or_bools_are_read():
     judge = register_mock("tj-any", "GRADE: C")
     scorer = model_graded_qa(
         judge,
-        calibration=[
-            _gold(i, completion="x", label=v) for i, v in enumerate(["1", "0", True, 0.0])
-        ],
+        calibration=[_gold(i, completion="x", label=v) for i, v in enumerate(["1", "0", True, 0.0])],
     )
     assert len(scorer.calibration) == 4
 
@@ -130,22 +128,11 @@ def _noisy(request):
 NOISY = register_mock("tj-noisy", _noisy)
 SUBJECT = register_mock("tj-subject", lambda r: QUESTIONS[user_text(r)])
 GOLD = [
-    Case(
-        id=f"g{i}", input=f"gold {i}", target="Paris", metadata={"completion": text, "label": label}
-    )
+    Case(id=f"g{i}", input=f"gold {i}", target="Paris",
+         metadata={"completion": text, "label": label})
     for i, (text, label) in enumerate(
-        [
-            ("Paris", 1),
-            ("Paris!", 1),
-            ("Maybe Paris", 1),
-            ("Maybe Paris?", 1),
-            ("Rome", 0),
-            ("Lyon", 0),
-            ("Maybe Rome", 0),
-            ("Maybe Nice", 0),
-            ("Maybe Lille", 0),
-            ("Nice", 0),
-        ]
+        [("Paris", 1), ("Paris!", 1), ("Maybe Paris", 1), ("Maybe Paris?", 1), ("Rome", 0),
+         ("Lyon", 0), ("Maybe Rome", 0), ("Maybe Nice", 0), ("Maybe Lille", 0), ("Nice", 0)]
     )
 ]
 
@@ -191,9 +178,8 @@ def test_gold_cases_are_graded_as_cached_judge_steps_and_reuse_the_cached_grades
 def test_judge_samples_ask_k_times_vote_and_top_up(tmp_path):
     store = tmp_path / "s"
     maybe = register_mock("tj-maybe", lambda r: "Maybe " + QUESTIONS[user_text(r)])
-    three = fxtr.run(
-        evaluate, _inputs(model_graded_qa(NOISY, judge_samples=3), models=(maybe,)), store=store
-    )
+    three = fxtr.run(evaluate, _inputs(model_graded_qa(NOISY, judge_samples=3), models=(maybe,)),
+                     store=store)
     assert three.status == "succeeded"
     judge_steps = [i for i in three.invocations if i.step == "fxtr.judge"]
     assert len(judge_steps) == 9 * 3
@@ -204,9 +190,8 @@ def test_judge_samples_ask_k_times_vote_and_top_up(tmp_path):
         assert score.value == (1.0 if sum(votes) >= 2 else 0.0), (case, votes)
         assert score.explanation.startswith("3 judge samples: ")
     JUDGE_CALLS.clear()
-    five = fxtr.run(
-        evaluate, _inputs(model_graded_qa(NOISY, judge_samples=5), models=(maybe,)), store=store
-    )
+    five = fxtr.run(evaluate, _inputs(model_graded_qa(NOISY, judge_samples=5), models=(maybe,)),
+                    store=store)
     assert five.status == "succeeded"
     assert sorted({c.rsplit("/", 1)[1] for c in JUDGE_CALLS}) == ["3", "4"]  # only the new ones
 
@@ -271,7 +256,9 @@ def test_judged(model, case, result):
 """
 
 # 10 answers: 5 right, 3 confidently wrong (the judge passes them), 2 plainly wrong
-ANSWERS = {f"q{i}": a for i, a in enumerate(["Paris"] * 5 + ["Sure: Rome"] * 3 + ["Rome"] * 2)}
+ANSWERS = {f"q{i}": a for i, a in enumerate(
+    ["Paris"] * 5 + ["Sure: Rome"] * 3 + ["Rome"] * 2
+)}
 # gold: 12 positives all passed (q1 = 1); 12 negatives of which 4 confident (q0 = 8/12); the
 # Wilson lower bounds sum to 1.148 > 1: usable (with 6 and 6 they would sum to 0.910)
 GOLD_ROWS = [("Paris", 1)] * 12 + [("Sure: Lyon", 0)] * 4 + [("Lyon", 0)] * 8
@@ -288,15 +275,8 @@ def _project(pytester, threshold, inverted=False):
 
 
 def _run(pytester, *args):
-    result = pytester.runpytest(
-        "-p",
-        "no:cacheprovider",
-        "--fxtr-report",
-        "report.json",
-        "--fxtr-markdown",
-        "summary.md",
-        *args,
-    )
+    result = pytester.runpytest("-p", "no:cacheprovider", "--fxtr-report", "report.json",
+                                "--fxtr-markdown", "summary.md", *args)
     report = json.loads((pytester.path / "report.json").read_text())
     (job,) = report["jobs"]
     (group,) = job["scores"]
@@ -370,27 +350,13 @@ def test_the_audit_reads_flips_and_position_inconsistency_from_the_judge_steps()
     broken.result_text = "{not json"
     audit = judge_payload([*invs, broken], ["model"])
     assert audit["gold"] == {
-        "negatives": 1,
-        "failed_negatives": 1,
-        "positives": 2,
-        "passed_positives": 1,
-        "graded": 3,
-        "flipped": 2,
-        "wrong": ["g1"],
+        "negatives": 1, "failed_negatives": 1, "positives": 2, "passed_positives": 1,
+        "graded": 3, "flipped": 2, "wrong": ["g1"],
     }
     (group,) = audit["groups"]
     assert (group["answers"], group["flipped"]) == (4, 2)
-    groups = [
-        {
-            "group": {"model": "m"},
-            "mean": 0.5,
-            "n": 4,
-            "range": [0.0, 1.0],
-            "missing": 0,
-            "incomplete": 0,
-            "passed": True,
-        }
-    ]
+    groups = [{"group": {"model": "m"}, "mean": 0.5, "n": 4, "range": [0.0, 1.0],
+               "missing": 0, "incomplete": 0, "passed": True}]
     notes = apply_judge(groups, audit, 0.4)
     assert groups[0]["judge"]["flip_rate"] == 0.5
     assert groups[0]["judge"]["q1"]["value"] == 0.5 and groups[0]["judge"]["q0"]["value"] == 1.0
@@ -418,9 +384,7 @@ def test_a_plain_judge_keeps_its_fields_so_its_cached_grades_keep_their_fingerpr
 
     plain = model_graded_qa(NOISY)
     assert type(plain) is Scorer and not isinstance(plain, AuditedScorer)
-    assert not {"calibration", "judge_samples", "against"} & set(
-        json.loads(encode_text(plain))["v"]
-    )
+    assert not {"calibration", "judge_samples", "against"} & set(json.loads(encode_text(plain))["v"])
     audited = model_graded_qa(NOISY, calibration=GOLD, judge_samples=3)
     assert isinstance(audited, AuditedScorer)
     assert audited.grader() == plain and type(audited.grader()) is Scorer

@@ -74,9 +74,7 @@ def test_a_judge_barely_better_than_chance_is_unusable_and_its_raw_mean_fails_th
     assert lows < 1 and judge["usable"] is False
     assert group["corrected"] is None and group["gated_on"] == "raw"
     assert group["mean"] == 0.6 and (group["low"], group["high"]) == (
-        proportion_ci(12, 20).low,
-        proportion_ci(12, 20).high,
-    )
+        proportion_ci(12, 20).low, proportion_ci(12, 20).high)
     assert group["passed"] is False and result.ret == 1
     out = result.stdout.str()
     last = [line for line in out.splitlines() if "score gate failed" in line]
@@ -180,11 +178,8 @@ def test_every_judge_figure_shows_in_the_terminal_and_in_fxtr_show(pytester):
     assert f"95% CI [{corrected['low']:.3f}, {corrected['high']:.3f}]" in failed
     assert f"[{group['low']:.3f}, {group['high']:.3f}]" not in failed
     show = subprocess.run(
-        [sys.executable, "-m", "fxtr.cli", "show", "latest"],
-        cwd=pytester.path,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        [sys.executable, "-m", "fxtr.cli", "show", "latest"], cwd=pytester.path,
+        capture_output=True, text=True, timeout=120,
     )
     assert show.returncode == 0, show.stderr
     shown = [line for line in show.stdout.splitlines() if line.startswith("  ")]

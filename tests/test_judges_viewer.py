@@ -26,12 +26,8 @@ def judged_store(tmp_path_factory):
     for name in ("capitals.jsonl", "judge_gold.jsonl"):
         shutil.copy(ROOT / "evals" / "data" / name, project / "evals" / "data")
     (project / "pytest.ini").write_text("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
-    subprocess.run(
-        [sys.executable, "-m", "pytest", "evals", "-q", "-p", "no:cacheprovider"],
-        cwd=project,
-        check=True,
-        capture_output=True,
-    )
+    subprocess.run([sys.executable, "-m", "pytest", "evals", "-q", "-p", "no:cacheprovider"],
+                   cwd=project, check=True, capture_output=True)
     store = open_store(project / ".fxtr")
     jobs = {}
     for record in store.iter_jobs():
@@ -46,9 +42,7 @@ def test_the_job_record_keeps_the_judge_figures(judged_store):
     evaluation = evaluation_of(store.get_job(jobs["test_calibrated_judge"]))
     for group in evaluation["groups"]:
         assert group["judge"]["usable"] is True and group["judge"]["q0"]["n"] == 10
-        assert (
-            group["corrected"]["low"] <= group["corrected"]["value"] <= group["corrected"]["high"]
-        )
+        assert group["corrected"]["low"] <= group["corrected"]["value"] <= group["corrected"]["high"]
     pairwise = evaluation_of(store.get_job(jobs["test_pairwise_judge"]))
     assert all(g["judge"]["position_inconsistency"] > 0 for g in pairwise["groups"])
 

@@ -585,9 +585,6 @@ def test_a_mock_name_belongs_to_one_module():
     assert again == SMALL
     other = {"__file__": "/elsewhere/evals/test_other.py", "__name__": "test_other"}
     code = "from fxtr.evals import register_mock\nregister_mock('kit-small', 'Hi.')"
-    with pytest.raises(
-        ValueError,
-        match=r"mock/kit-small is already registered by tests\.test_kit: .* test_other must give",
-    ):
+    with pytest.raises(ValueError, match=r"mock/kit-small is already registered by tests\.test_kit: .* test_other must give"):
         exec(code, other)
     assert Model("mock/kit-small").api().model_name == "kit-small"

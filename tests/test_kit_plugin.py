@@ -37,10 +37,7 @@ def test_the_readme_eval_runs_reports_and_gates(project):
     result = _run(project, "--fxtr-report", "report.json", "-v")
     result.assert_outcomes(passed=16)
     result.stdout.fnmatch_lines(
-        [
-            "*test_capitals?france-mock/gpt-5-mini? PASSED*",
-            "*model=mock/claude-haiku-4-5*0.875*pass",
-        ]
+        ["*test_capitals?france-mock/gpt-5-mini? PASSED*", "*model=mock/claude-haiku-4-5*0.875*pass"]
     )
     (job,) = _report(project)["jobs"]
     assert job["workflow"] == "fxtr.evaluate" and job["status"] == "succeeded"
@@ -87,6 +84,4 @@ def test_a_broken_dataset_line_is_an_error_naming_the_file_and_line(project):
     data.write_text("\n".join(lines) + "\n")
     result = _run(project)
     assert result.ret != 0
-    result.stdout.fnmatch_lines(
-        ["*capitals.jsonl:4: not a JSON object*fix this line or delete it*"]
-    )
+    result.stdout.fnmatch_lines(["*capitals.jsonl:4: not a JSON object*fix this line or delete it*"])

@@ -782,10 +782,7 @@ def test_resume_in_the_same_task_read_back_from_the_store(mode, tmp_path):
         graph = reader.get_task_graph(t.task_id)
         assert log.events == [("a", "ok"), ("b", "raised"), ("b", "ok"), ("c", "ok")]
         assert [(n.name, n.status) for n in graph.find(kind="step")] == [
-            ("a", "succeeded"),
-            ("b", "failed"),
-            ("b", "succeeded"),
-            ("c", "succeeded"),
+            ("a", "succeeded"), ("b", "failed"), ("b", "succeeded"), ("c", "succeeded")
         ]
         failed, rerun = graph.find(name="b")
         assert rerun.depends_on == [failed.id]

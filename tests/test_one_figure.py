@@ -73,12 +73,8 @@ def _cost_table(lines: list[str]) -> dict[str, list[str]]:
 def test_an_unpriced_model_costs_n_a_on_the_first_run_and_on_cached_reruns(project):
     for attempt in ("first", "cached"):
         result = project.runpytest_subprocess(
-            "-p",
-            "no:cacheprovider",
-            "--fxtr-report",
-            f"{attempt}.json",
-            "--fxtr-markdown",
-            f"{attempt}.md",
+            "-p", "no:cacheprovider", "--fxtr-report", f"{attempt}.json",
+            "--fxtr-markdown", f"{attempt}.md",
         )
         assert result.ret == 0
         cost = json.loads((project.path / f"{attempt}.json").read_text())["jobs"][0]["cost"]
@@ -94,13 +90,8 @@ def test_an_unpriced_model_costs_n_a_on_the_first_run_and_on_cached_reruns(proje
         assert "$0.0000" not in one_line.stdout.str()
         assert " · n/a · " in one_line.stdout.str()
         for command in (["show", "latest"], ["jobs"]):
-            shown = subprocess.run(
-                [sys.executable, "-m", "fxtr.cli", *command],
-                cwd=project.path,
-                capture_output=True,
-                text=True,
-                timeout=60,
-            )
+            shown = subprocess.run([sys.executable, "-m", "fxtr.cli", *command],
+                                   cwd=project.path, capture_output=True, text=True, timeout=60)
             assert shown.returncode == 0 and "n/a" in shown.stdout, shown.stdout
             assert "$0.0000" not in shown.stdout, shown.stdout
     assert _made(project) == 10  # the reruns were served by the cache
@@ -109,14 +100,8 @@ def test_an_unpriced_model_costs_n_a_on_the_first_run_and_on_cached_reruns(proje
 def test_calls_refused_by_the_budget_are_not_counted_as_calls(project, monkeypatch):
     monkeypatch.setenv("EVAL_PRICE", "gpt-5-mini")
     result = project.runpytest_subprocess(
-        "-p",
-        "no:cacheprovider",
-        "--fxtr-concurrency",
-        "1",
-        "--fxtr-max-cost",
-        "0.0004",
-        "--fxtr-report",
-        "r.json",
+        "-p", "no:cacheprovider", "--fxtr-concurrency", "1", "--fxtr-max-cost", "0.0004",
+        "--fxtr-report", "r.json",
     )
     assert result.ret == 1
     job = json.loads((project.path / "r.json").read_text())["jobs"][0]

@@ -66,13 +66,8 @@ def test_numeric_needs_numeric_targets():
 def test_scores_carry_what_was_extracted():
     assert _grade(pattern(r"ANSWER: (\w+)"), "ANSWER: Rome", "rome").answer == "Rome"
     assert _grade(pattern(r"ANSWER: (\w+)"), "no", "rome").answer is None
-    assert (
-        _grade(choice(multiple_correct=True), "ANSWER: C, A", ["A", "C"], ("x", "y", "z")).answer
-        == "A, C"
-    )
-    assert _grade(f1(), "quick brown fox", "the quick brown fox jumps").value == round(
-        2 * 1 * 0.75 / 1.75, 2
-    )
+    assert _grade(choice(multiple_correct=True), "ANSWER: C, A", ["A", "C"], ("x", "y", "z")).answer == "A, C"
+    assert _grade(f1(), "quick brown fox", "the quick brown fox jumps").value == round(2 * 1 * 0.75 / 1.75, 2)
     assert _grade(exact(), "The Paris!", "paris").value == 1.0
 
 

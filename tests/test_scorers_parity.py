@@ -252,34 +252,8 @@ def test_live_random_pairs_equal_inspect(inspect_values, name):
     check()
 
 
-_PIECES = [
-    "ANSWER",
-    "answer",
-    ":",
-    " ",
-    "A",
-    "b",
-    "C",
-    "D",
-    "E",
-    "1",
-    ",",
-    ".",
-    "$",
-    "**",
-    "(",
-    ")",
-    " and ",
-    "\n",
-    "GRADE",
-    "grade",
-    "Correct",
-    "I",
-    "P",
-    "x",
-    "\u200b",
-    "down",
-]
+_PIECES = ["ANSWER", "answer", ":", " ", "A", "b", "C", "D", "E", "1", ",", ".", "$", "**", "(", ")",
+           " and ", "\n", "GRADE", "grade", "Correct", "I", "P", "x", "\u200b", "down"]
 _REPLIES = st.lists(st.sampled_from(_PIECES), max_size=12).map("".join)
 
 

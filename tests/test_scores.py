@@ -26,13 +26,8 @@ from fxtr.scores import (
 
 
 def cell(case, values, *, model="m", status="ok", **extra_case):
-    return {
-        "group": {"model": model},
-        "case": {"case": case, **extra_case},
-        "values": list(values),
-        "status": status,
-        "addresses": [],
-    }
+    return {"group": {"model": model}, "case": {"case": case, **extra_case},
+            "values": list(values), "status": status, "addresses": []}
 
 
 def group(cells, model="m"):
@@ -66,17 +61,15 @@ def test_keys_are_sorted_pairs_and_labels_read_well():
 
 
 def test_case_scores_reduce_samples_to_their_mean():
-    cases = group(
-        [
-            cell("c1", [1.0, 0.0, 1.0, 1.0]),
-            cell("c2", [0.0, 0.0, 0.0, 0.0]),
-            cell("c3", [True, True, True, True]),
-            cell("c4", [1, None, 0, 1]),
-            cell("c5", [None, None, None, None]),
-            cell("c6", [None, None, None, None], status="missing"),
-            cell("c7", [1.0, 1.0, 1.0, 1.0], status="missing"),
-        ]
-    )
+    cases = group([
+        cell("c1", [1.0, 0.0, 1.0, 1.0]),
+        cell("c2", [0.0, 0.0, 0.0, 0.0]),
+        cell("c3", [True, True, True, True]),
+        cell("c4", [1, None, 0, 1]),
+        cell("c5", [None, None, None, None]),
+        cell("c6", [None, None, None, None], status="missing"),
+        cell("c7", [1.0, 1.0, 1.0, 1.0], status="missing"),
+    ])
     by = {label(k): cs for k, cs in cases.items()}
     assert list(by) == ["c1", "c2", "c3", "c4", "c5", "c6", "c7"]
     assert by["c1"] == CaseScore(0.75, 4, 4, 3, FLAKY, True, True)
@@ -89,17 +82,15 @@ def test_case_scores_reduce_samples_to_their_mean():
 
 
 def test_one_fractional_value_anywhere_makes_the_score_non_binary():
-    cells = [
-        cell("c1", [1.0, 0.0]),
-        cell("c2", [1.0, 1.0], model="other"),
-        cell("c3", [0.5, 1.0], model="other"),
-    ]
+    cells = [cell("c1", [1.0, 0.0]), cell("c2", [1.0, 1.0], model="other"),
+             cell("c3", [0.5, 1.0], model="other")]
     scores = case_scores(cells)
     for cases in scores.values():
         for cs in cases.values():
             assert (cs.binary, cs.k, cs.verdict) == (False, None, None)
             assert cs.unit
-    assert not case_scores([cell("c1", [2.0])])[key_of({"model": "m"})][key_of({"case": "c1"})].unit
+    assert not case_scores([cell("c1", [2.0])])[key_of({"model": "m"})][
+        key_of({"case": "c1"})].unit
 
 
 def test_case_scores_reject_duplicates_and_non_numbers():
@@ -159,9 +150,8 @@ def test_unbounded_scores_get_the_plain_t_interval():
     assert stats["interval"] == "t" and stats["range"] is None and not stats["binary"]
     assert (stats["low"], stats["high"]) == pytest.approx(t_interval(values), rel=1e-10)
     low90, high90 = t_interval(values, 0.9)
-    stats90 = group_statistics(
-        group([cell(f"c{i}", [v]) for i, v in enumerate(values)]), confidence=0.9
-    )
+    stats90 = group_statistics(group([cell(f"c{i}", [v]) for i, v in enumerate(values)]),
+                               confidence=0.9)
     assert (stats90["low"], stats90["high"]) == pytest.approx((low90, high90), rel=1e-10)
 
 
@@ -200,19 +190,10 @@ def test_clusters_give_the_clustered_t_interval():
 def test_one_case_and_no_case():
     one = group_statistics(group([cell("c1", [0.4, 0.6])]))
     assert (one["mean"], one["n"], one["stderr"], one["low"], one["high"]) == (
-        0.5,
-        1,
-        None,
-        None,
-        None,
-    )
+        0.5, 1, None, None, None)
     nothing = group_statistics(group([cell("c1", [None], status="missing")]), threshold=0.5)
     assert (nothing["mean"], nothing["n"], nothing["missing"], nothing["interval"]) == (
-        None,
-        0,
-        1,
-        None,
-    )
+        None, 0, 1, None)
     assert nothing["passed"] is False
 
 
@@ -238,18 +219,11 @@ def test_gate_mean_at_threshold_passes_and_missing_or_incomplete_fail():
 
 
 def test_pass_at_k_and_pass_hat_k_per_group_against_the_formula():
-    samples = {
-        "c1": [1, 0, 1, 1, 0],
-        "c2": [0, 0, 0, 0, 0],
-        "c3": [1, 1, 1, 1, 1],
-        "c4": [1, 0, 0, 0, 0],
-        "c5": [1, 1, None, 0, 1],
-        "c6": [0, 1, 0, 1, 1],
-    }
+    samples = {"c1": [1, 0, 1, 1, 0], "c2": [0, 0, 0, 0, 0], "c3": [1, 1, 1, 1, 1],
+               "c4": [1, 0, 0, 0, 0], "c5": [1, 1, None, 0, 1], "c6": [0, 1, 0, 1, 1]}
     stats = group_statistics(group([cell(c, s) for c, s in samples.items()]))
-    counts = {
-        c: (sum(v is not None for v in s), sum(v == 1 for v in s)) for c, s in samples.items()
-    }
+    counts = {c: (sum(v is not None for v in s), sum(v == 1 for v in s))
+              for c, s in samples.items()}
     assert min(n for n, _ in counts.values()) == 4
     assert sorted(stats["pass_at"]) == [1, 2, 3, 4]
     for k in range(1, 5):
@@ -257,7 +231,8 @@ def test_pass_at_k_and_pass_hat_k_per_group_against_the_formula():
         hat = [math.comb(c, k) / math.comb(n, k) for n, c in counts.values()]
         for got, want in ((stats["pass_at"][k], at), (stats["pass_hat"][k], hat)):
             assert got["value"] == pytest.approx(np.mean(want), rel=1e-12)
-            assert got["stderr"] == pytest.approx(np.std(want, ddof=1) / math.sqrt(6), rel=1e-10)
+            assert got["stderr"] == pytest.approx(np.std(want, ddof=1) / math.sqrt(6),
+                                                  rel=1e-10)
     assert stats["cases"]["c5"] == {"k": 3, "n": 4, "verdict": FLAKY}
     assert stats["cases"]["c2"] == {"k": 0, "n": 5, "verdict": STABLE_FAIL}
     assert stats["cases"]["c3"] == {"k": 5, "n": 5, "verdict": STABLE_PASS}
@@ -313,10 +288,8 @@ def test_compare_pairs_cases_and_matches_a_paired_t_test():
 def test_compare_verdicts_margin_and_noise():
     base = [1, 0, 1, 1, 0, 1, 0, 1, 1, 0]
     noisy = [0, 1, 1, 1, 0, 0, 1, 1, 1, 0]  # as many up as down
-    result = compare(
-        [cell(f"c{i}", [v]) for i, v in enumerate(base)],
-        [cell(f"c{i}", [v]) for i, v in enumerate(noisy)],
-    )[0]
+    result = compare([cell(f"c{i}", [v]) for i, v in enumerate(base)],
+                     [cell(f"c{i}", [v]) for i, v in enumerate(noisy)])[0]
     assert result["delta"] == 0.0 and result["verdict"] == "no significant change"
     assert result["low"] < 0 < result["high"]
     assert result["flipped"] == {"to_fail": ["c0", "c5"], "to_pass": ["c1", "c6"]}
@@ -328,10 +301,8 @@ def test_compare_verdicts_margin_and_noise():
 def test_compare_regression_must_clear_the_margin():
     base = [0.8] * 6
     run = [0.72, 0.7, 0.71, 0.69, 0.7, 0.68]
-    args = (
-        [cell(f"c{i}", [v]) for i, v in enumerate(base)],
-        [cell(f"c{i}", [v]) for i, v in enumerate(run)],
-    )
+    args = ([cell(f"c{i}", [v]) for i, v in enumerate(base)],
+            [cell(f"c{i}", [v]) for i, v in enumerate(run)])
     strict = compare(*args)[0]
     assert strict["high"] < -0.05 and strict["verdict"] == "regressed"
     assert compare(*args, margin=strict["high"] * -0.5)[0]["verdict"] == "regressed"
@@ -339,20 +310,10 @@ def test_compare_regression_must_clear_the_margin():
 
 
 def test_compare_counts_unpaired_cases_and_baseline_only_groups():
-    baseline_cells = [
-        cell("c1", [1.0]),
-        cell("c2", [0.0]),
-        cell("c3", [1.0]),
-        cell("gone", [1.0]),
-        cell("c1", [1.0], model="old"),
-    ]
-    cells = [
-        cell("c1", [0.0]),
-        cell("c2", [0.0]),
-        cell("c3", [None], status="missing"),
-        cell("new", [1.0]),
-        cell("fresh", [0.0]),
-    ]
+    baseline_cells = [cell("c1", [1.0]), cell("c2", [0.0]), cell("c3", [1.0]),
+                      cell("gone", [1.0]), cell("c1", [1.0], model="old")]
+    cells = [cell("c1", [0.0]), cell("c2", [0.0]), cell("c3", [None], status="missing"),
+             cell("new", [1.0]), cell("fresh", [0.0])]
     run_group, old_group = compare(baseline_cells, cells)
     assert run_group["n_paired"] == 2  # c1, c2: c3 is missing in this run
     assert run_group["only_in_baseline"] == 2  # c3 (missing here) and gone
@@ -361,22 +322,14 @@ def test_compare_counts_unpaired_cases_and_baseline_only_groups():
     assert run_group["mean"] == pytest.approx(0.75) and run_group["run_mean"] == 0.25
     assert run_group["delta"] == -0.5
     assert old_group["group"] == {"model": "old"}
-    assert (old_group["n_paired"], old_group["only_in_baseline"], old_group["delta"]) == (
-        0,
-        1,
-        None,
-    )
+    assert (old_group["n_paired"], old_group["only_in_baseline"], old_group["delta"]) == (0, 1, None)
     assert old_group["verdict"] == "not compared" and old_group["run_mean"] is None
 
 
 def test_compare_with_one_pair_has_no_interval_and_is_not_compared():
     (result,) = compare([cell("c1", [1.0])], [cell("c1", [0.0])])
-    assert (result["delta"], result["low"], result["high"], result["mde"]) == (
-        -1.0,
-        None,
-        None,
-        None,
-    )
+    assert (result["delta"], result["low"], result["high"], result["mde"]) == (-1.0, None, None,
+                                                                               None)
     assert result["verdict"] == "not compared"
     # a case in only one run pairs with nothing: still nothing measured
     (alone,) = compare([cell("c1", [1.0]), cell("c2", [1.0])], [cell("c1", [0.0])])
@@ -391,9 +344,8 @@ def test_compare_flips_use_the_threshold_and_sampled_cases():
     by_threshold = compare(baseline_cells, cells, threshold=0.75)[0]
     assert by_threshold["pass_bar"] == 0.75
     assert by_threshold["flipped"] == {"to_fail": ["c1"], "to_pass": ["c2"]}
-    unbounded = compare(
-        [cell("c1", [3.0]), cell("c2", [1.0])], [cell("c1", [0.0]), cell("c2", [1.0])]
-    )[0]
+    unbounded = compare([cell("c1", [3.0]), cell("c2", [1.0])], [cell("c1", [0.0]),
+                        cell("c2", [1.0])])[0]
     assert unbounded["pass_bar"] is None and unbounded["flipped"] == {"to_fail": [], "to_pass": []}
 
 
@@ -402,32 +354,27 @@ def test_compare_with_clusters_uses_eq8():
     run = [0.0, 1.0, 0.0, 0.0, 0.0, 1.0]
     docs = ["x", "x", "y", "y", "z", "z"]
     clusters = {key_of({"case": f"c{i}"}): d for i, d in enumerate(docs)}
-    result = compare(
-        [cell(f"c{i}", [v]) for i, v in enumerate(base)],
-        [cell(f"c{i}", [v]) for i, v in enumerate(run)],
-        clusters=clusters,
-    )[0]
+    result = compare([cell(f"c{i}", [v]) for i, v in enumerate(base)],
+                     [cell(f"c{i}", [v]) for i, v in enumerate(run)], clusters=clusters)[0]
     diffs = np.subtract(run, base)
     assert result["interval"] == "clustered-t"
     assert result["stderr"] == pytest.approx(clustered_se(diffs, docs), rel=1e-12)
     half = scipy.stats.t.ppf(0.975, 2) * result["stderr"]
     assert result["low"] == pytest.approx(max(-1.0, diffs.mean() - half))
     assert result["mde"] == pytest.approx(
-        (scipy.stats.norm.ppf(0.975) + scipy.stats.norm.ppf(0.8)) * result["stderr"]
-    )
+        (scipy.stats.norm.ppf(0.975) + scipy.stats.norm.ppf(0.8)) * result["stderr"])
 
 
 # --------------------------------------------------------------------------- invariants
 
-sample_values = st.lists(st.one_of(st.none(), st.sampled_from([0.0, 1.0])), min_size=1, max_size=6)
+sample_values = st.lists(st.one_of(st.none(), st.sampled_from([0.0, 1.0])), min_size=1,
+                         max_size=6)
 unit_values = st.lists(st.one_of(st.none(), st.floats(0, 1)), min_size=1, max_size=4)
 
 
 @settings(max_examples=80, deadline=None)
-@given(
-    st.lists(st.one_of(sample_values, unit_values), min_size=1, max_size=25),
-    st.sampled_from([0.8, 0.9, 0.95, 0.99]),
-)
+@given(st.lists(st.one_of(sample_values, unit_values), min_size=1, max_size=25),
+       st.sampled_from([0.8, 0.9, 0.95, 0.99]))
 def test_unit_score_intervals_stay_in_range_and_contain_the_mean(per_case, confidence):
     cells = [cell(f"c{i}", vs) for i, vs in enumerate(per_case)]
     stats = group_statistics(group(cells), confidence=confidence)
@@ -441,10 +388,8 @@ def test_unit_score_intervals_stay_in_range_and_contain_the_mean(per_case, confi
         assert 0.0 <= stats["pass_hat"][k]["value"] <= entry["value"] + 1e-15
         assert entry["value"] <= 1.0
     ks = sorted(stats["pass_at"])
-    assert all(
-        stats["pass_at"][a]["value"] <= stats["pass_at"][b]["value"] + 1e-12
-        for a, b in itertools.pairwise(ks)
-    )
+    assert all(stats["pass_at"][a]["value"] <= stats["pass_at"][b]["value"] + 1e-12
+               for a, b in itertools.pairwise(ks))
 
 
 @settings(max_examples=60, deadline=None)
@@ -463,9 +408,8 @@ def test_a_run_compared_with_itself_has_not_changed(per_case):
 
 
 def test_precomputed_case_scores_give_the_same_reports():
-    baseline_cells = [
-        cell(f"c{i}", [i % 2, 1, (i // 2) % 2], model=m) for m in ("a", "b") for i in range(6)
-    ]
+    baseline_cells = [cell(f"c{i}", [i % 2, 1, (i // 2) % 2], model=m) for m in ("a", "b")
+                      for i in range(6)]
     cells = [cell(f"c{i}", [1, i % 3 == 0, 0], model=m) for m in ("a", "b") for i in range(1, 7)]
     scores, base = case_scores(cells), case_scores(baseline_cells)
     assert report_groups(scores, threshold=0.5) == report_groups(cells, threshold=0.5)
@@ -481,14 +425,9 @@ def test_absurd_scores_are_refused_by_name():
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    st.lists(
-        st.lists(st.sampled_from([0.0, 1.0, 0.25, 0.5]), min_size=1, max_size=5),
-        min_size=2,
-        max_size=30,
-    ),
-    st.booleans(),
-)
+@given(st.lists(st.lists(st.sampled_from([0.0, 1.0, 0.25, 0.5]), min_size=1, max_size=5),
+                min_size=2, max_size=30),
+       st.booleans())
 def test_group_statistics_match_scipy_and_statsmodels(per_case, binary_only):
     if binary_only:
         per_case = [[1.0 if v >= 0.5 else 0.0 for v in vs] for vs in per_case]

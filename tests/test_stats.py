@@ -32,30 +32,8 @@ from fxtr.stats import (
 
 STATS = Path(__file__).parents[1] / "src" / "fxtr" / "stats"
 
-DFS = [
-    *range(1, 41),
-    45,
-    60,
-    75,
-    100,
-    150,
-    250,
-    500,
-    1000,
-    5000,
-    10_000,
-    50_000,
-    99_999,
-    100_000,
-    10**6,
-    10**7,
-    10**9,
-    0.5,
-    1.5,
-    2.5,
-    3.7,
-    12.25,
-]
+DFS = [*range(1, 41), 45, 60, 75, 100, 150, 250, 500, 1000, 5000, 10_000, 50_000, 99_999,
+       100_000, 10**6, 10**7, 10**9, 0.5, 1.5, 2.5, 3.7, 12.25]
 PS = [0.51, 0.6, 0.75, 0.8, 0.9, 0.95, 0.975, 0.99, 0.995, 0.9995, 0.99995, 1 - 1e-8, 1 - 1e-12]
 
 
@@ -124,9 +102,8 @@ def test_mean_ci_matches_scipys_t_interval(seed):
     x = rng.normal(rng.uniform(-5, 5), rng.uniform(0.1, 10), size=int(rng.integers(2, 300)))
     for confidence in (0.5, 0.8, 0.9, 0.95, 0.99):
         est = mean_ci(x.tolist(), confidence=confidence)
-        low, high = scipy.stats.t.interval(
-            confidence, len(x) - 1, loc=x.mean(), scale=scipy.stats.sem(x)
-        )
+        low, high = scipy.stats.t.interval(confidence, len(x) - 1, loc=x.mean(),
+                                           scale=scipy.stats.sem(x))
         assert est.value == pytest.approx(x.mean(), rel=1e-12, abs=1e-12)
         assert est.stderr == pytest.approx(scipy.stats.sem(x), rel=1e-12)
         assert (est.low, est.high) == pytest.approx((low, high), rel=1e-10, abs=1e-10)
@@ -138,9 +115,8 @@ def _inspect_clustered_stderr(values, clusters):
     values, clusters = np.asarray(values, float), np.asarray(clusters)
     mean = values.mean()
     unique = np.unique(clusters)
-    total = sum(
-        np.outer(values[clusters == c] - mean, values[clusters == c] - mean).sum() for c in unique
-    )
+    total = sum(np.outer(values[clusters == c] - mean, values[clusters == c] - mean).sum()
+                for c in unique)
     return np.sqrt(total * len(unique) / (len(unique) - 1)) / len(values)
 
 
@@ -150,15 +126,9 @@ def _miller_eq4_stderr(values, clusters):
     n = len(values)
     mean = sum(values) / n
     clt = sum((v - mean) ** 2 for v in values) / n**2
-    cross = (
-        sum(
-            (values[i] - mean) * (values[j] - mean)
-            for i in range(n)
-            for j in range(n)
-            if i != j and clusters[i] == clusters[j]
-        )
-        / n**2
-    )
+    cross = sum((values[i] - mean) * (values[j] - mean)
+                for i in range(n) for j in range(n)
+                if i != j and clusters[i] == clusters[j]) / n**2
     c = len(set(clusters))
     return math.sqrt((clt + cross) * c / (c - 1))
 
@@ -181,9 +151,8 @@ def test_clustered_mean_matches_inspect_miller_and_statsmodels(seed):
     fit = ols.fit(cov_type="cluster", cov_kwds={"groups": groups})
     raw = ols.fit(cov_type="cluster", cov_kwds={"groups": groups, "use_correction": False})
     assert est.stderr == pytest.approx(fit.bse[0], rel=1e-10)
-    assert est.stderr == pytest.approx(
-        raw.bse[0] * math.sqrt(n_clusters / (n_clusters - 1)), rel=1e-10
-    )
+    assert est.stderr == pytest.approx(raw.bse[0] * math.sqrt(n_clusters / (n_clusters - 1)),
+                                       rel=1e-10)
     half = scipy.stats.t.ppf(0.975, n_clusters - 1) * est.stderr
     assert (est.low, est.high) == pytest.approx((est.value - half, est.value + half), rel=1e-10)
     assert (est.clusters, est.df, est.method) == (n_clusters, n_clusters - 1, "clustered-t")
@@ -214,12 +183,7 @@ def test_mean_ci_edge_cases():
     assert (flat.value, flat.stderr, flat.low, flat.high) == (0.1, 0.0, 0.1, 0.1)
     single = mean_ci([1.0, 0.0, 1.0], clusters=["x", "x", "x"])
     assert (single.value, single.stderr, single.low, single.high, single.clusters) == (
-        pytest.approx(2 / 3),
-        None,
-        None,
-        None,
-        1,
-    )
+        pytest.approx(2 / 3), None, None, None, 1)
     with pytest.raises(ValueError, match="one cluster label per value"):
         mean_ci([1.0, 2.0], clusters=["a"])
     with pytest.raises(ValueError, match="finite number"):
@@ -232,17 +196,8 @@ def test_mean_ci_edge_cases():
 
 def test_estimate_as_dict_is_json_ready():
     d = mean_ci([1.0, 2.0, 4.0]).as_dict()
-    assert set(d) == {
-        "value",
-        "stderr",
-        "low",
-        "high",
-        "n",
-        "clusters",
-        "df",
-        "method",
-        "confidence",
-    }
+    assert set(d) == {"value", "stderr", "low", "high", "n", "clusters", "df", "method",
+                      "confidence"}
     assert Estimate(**d) == mean_ci([1.0, 2.0, 4.0])
 
 
@@ -318,13 +273,8 @@ def test_paired_difference_edge_cases():
     with pytest.raises(ValueError, match="at least one value"):
         paired_difference([], [])
     one = paired_difference([0.2], [0.5])
-    assert (one.value, one.stderr, one.low, one.high, one.n) == (
-        pytest.approx(-0.3),
-        None,
-        None,
-        None,
-        1,
-    )
+    assert (one.value, one.stderr, one.low, one.high, one.n) == (pytest.approx(-0.3), None, None,
+                                                                 None, 1)
     same = paired_difference([0.9, 0.4, 0.7], [0.8, 0.3, 0.6])  # every case up by 0.1
     assert same.value == pytest.approx(0.1) and same.stderr == pytest.approx(0.0, abs=1e-15)
     one_cluster = paired_difference([1.0, 0.0], [0.0, 0.0], clusters=["a", "a"])
@@ -364,13 +314,8 @@ def test_pass_at_k_keeps_relative_precision_when_tiny():
 
 
 def test_pass_at_k_rejects_bad_counts():
-    for n, c, k, match in (
-        (0, 0, 1, "n >= 1"),
-        (5, 6, 1, "0..n"),
-        (5, -1, 1, "0..n"),
-        (5, 2, 0, "1..n"),
-        (5, 2, 6, "1..n"),
-    ):
+    for n, c, k, match in ((0, 0, 1, "n >= 1"), (5, 6, 1, "0..n"), (5, -1, 1, "0..n"),
+                           (5, 2, 0, "1..n"), (5, 2, 6, "1..n")):
         with pytest.raises(ValueError, match=match):
             pass_at_k(n, c, k)
         with pytest.raises(ValueError, match=match):
@@ -392,8 +337,7 @@ def test_required_sample_size_papers_example():
 def test_minimum_detectable_effect_inverts_the_sample_size():
     z = scipy.stats.norm.ppf(1 - 0.01 / 2) + scipy.stats.norm.ppf(0.9)
     assert minimum_detectable_effect(400, 0.5, alpha=0.01, power=0.9) == pytest.approx(
-        z * 0.5 / 20, rel=1e-14
-    )
+        z * 0.5 / 20, rel=1e-14)
     for delta, sd in ((0.03, 1 / 3), (0.05, 0.4), (0.12, 0.9)):
         n = required_sample_size(delta, sd)
         assert minimum_detectable_effect(n, sd) <= delta < minimum_detectable_effect(n - 1, sd)
@@ -406,7 +350,6 @@ def test_the_k_resampling_factor():
     per question has variance (1/12)(1 + 2/K), i.e. (1 + 2/K)/3 of the K = 1 variance 1/4, so
     the sample size needed shrinks by that factor. Under p ~ U(0, 1) the number of passes k of
     K is uniform on 0..K (beta-binomial with a = b = 1), which gives the population exactly."""
-
     def population_sd(k_samples):
         means = [k / k_samples for k in range(k_samples + 1)] * 7
         est = mean_ci(means)
@@ -419,8 +362,7 @@ def test_the_k_resampling_factor():
         factor = (1 + 2 / k_samples) / 3
         assert population_sd(k_samples) ** 2 / base**2 == pytest.approx(factor, rel=1e-12)
         ratio = required_sample_size(0.001, population_sd(k_samples)) / required_sample_size(
-            0.001, base
-        )
+            0.001, base)
         assert ratio == pytest.approx(factor, rel=1e-5)
     # and by simulation, seeded
     rng = random.Random(16)
@@ -522,9 +464,8 @@ def test_paired_difference_is_antisymmetric(pairs):
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    st.floats(0.5001, 0.9999), st.floats(0.5001, 0.9999), st.integers(1, 200), st.integers(1, 200)
-)
+@given(st.floats(0.5001, 0.9999), st.floats(0.5001, 0.9999), st.integers(1, 200),
+       st.integers(1, 200))
 def test_t_quantile_is_monotone(p1, p2, df1, df2):
     (pa, pb), (da, db) = sorted((p1, p2)), sorted((df1, df2))
     assert t_quantile(pa, da) <= t_quantile(pb, da)

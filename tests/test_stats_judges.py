@@ -29,9 +29,8 @@ def test_the_formula_term_by_term():
     """θ and the delta-method variance computed by hand from DESIGN §15, another point."""
     p, n, q0, m0, q1, m1 = 0.42, 250, 0.7, 40, 0.8, 60
     theta = (p + q0 - 1) / (q0 + q1 - 1)
-    var = (
-        p * (1 - p) / n + (1 - theta) ** 2 * q0 * (1 - q0) / m0 + theta**2 * q1 * (1 - q1) / m1
-    ) / (q0 + q1 - 1) ** 2
+    var = (p * (1 - p) / n + (1 - theta) ** 2 * q0 * (1 - q0) / m0
+           + theta**2 * q1 * (1 - q1) / m1) / (q0 + q1 - 1) ** 2
     est = corrected_proportion(p, n, q0=q0, m0=m0, q1=q1, m1=m1, confidence=0.9)
     assert est.value == pytest.approx(theta, rel=1e-12)
     assert est.stderr == pytest.approx(math.sqrt(var), rel=1e-12)
@@ -59,15 +58,8 @@ def test_a_judge_no_better_than_chance_is_refused(q0, q1):
 @pytest.mark.parametrize(
     "kwargs",
     [
-        {"p": 1.2},
-        {"p": -0.1},
-        {"q0": 1.5},
-        {"q1": float("nan")},
-        {"n": 0},
-        {"m0": 0},
-        {"m1": 2.5},
-        {"n": True},
-        {"confidence": 1.0},
+        {"p": 1.2}, {"p": -0.1}, {"q0": 1.5}, {"q1": float("nan")}, {"n": 0}, {"m0": 0},
+        {"m1": 2.5}, {"n": True}, {"confidence": 1.0},
     ],
 )
 def test_bad_arguments_are_refused(kwargs):

@@ -24,9 +24,7 @@ def _run(project, receiver, name):  # noqa: F811
 
 
 def test_a_cached_rerun_exports_its_calls_original_usage_apart_from_what_was_spent(
-    project,
-    receiver,
-    monkeypatch,  # noqa: F811
+    project, receiver, monkeypatch  # noqa: F811
 ):
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{receiver.server_port}")
     first, paid = _run(project, receiver, "first.json")
@@ -43,14 +41,10 @@ def test_a_cached_rerun_exports_its_calls_original_usage_apart_from_what_was_spe
         assert original == paid["cost"][key]
     cost = sum(s["attributes"].get("llm.cost.total", 0.0) for s in first + again)
     assert abs(cost - paid["cost"]["usd"]) < 1e-9
-    assert all(
-        s["attributes"]["llm.cost.total"] == s["attributes"]["fxtr.cost_usd"]
-        for s in first
-        if "fxtr.cost_usd" in s["attributes"]
-    )
-    assert not any(
-        "llm.cost.total" in s["attributes"] or "fxtr.cost_usd" in s["attributes"] for s in again
-    )
+    assert all(s["attributes"]["llm.cost.total"] == s["attributes"]["fxtr.cost_usd"]
+               for s in first if "fxtr.cost_usd" in s["attributes"])
+    assert not any("llm.cost.total" in s["attributes"] or "fxtr.cost_usd" in s["attributes"]
+                   for s in again)
     originals = sum(s["attributes"].get("fxtr.cached_usage.cost_usd", 0.0) for s in again)
     assert abs(originals - paid["cost"]["usd"]) < 1e-9
     assert all(s["attributes"]["fxtr.cached"] is True for s in again)

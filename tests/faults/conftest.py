@@ -31,11 +31,7 @@ def job(spec: dict[str, Any], *, timeout: float = 30) -> dict[str, Any]:
     """Run one fault job in a subprocess and return its result (see driver.py)."""
     proc = subprocess.run(
         [PYTHON, "-m", "tests.faults.driver", json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        env=env(),
-        cwd=ROOT,
-        timeout=timeout,
+        capture_output=True, text=True, env=env(), cwd=ROOT, timeout=timeout,
     )
     assert proc.returncode == 0, f"driver failed:\n{proc.stderr[-4000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -46,10 +42,7 @@ def start_job(spec: dict[str, Any]) -> subprocess.Popen[bytes]:
     with open(spec["out"] + ".err", "wb") as err:
         return subprocess.Popen(
             [PYTHON, "-m", "tests.faults.driver", json.dumps(spec)],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-            env=env(),
-            cwd=ROOT,
+            stdout=subprocess.DEVNULL, stderr=err, env=env(), cwd=ROOT,
         )
 
 
@@ -61,16 +54,10 @@ def finish(proc: subprocess.Popen[bytes], spec_out: Path) -> dict[str, Any]:
     return json.loads(Path(spec_out).read_text())
 
 
-def fxtr_cli(
-    *args: str, cwd: Path | None = None, timeout: float = 30
-) -> subprocess.CompletedProcess[str]:
+def fxtr_cli(*args: str, cwd: Path | None = None, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     """The ``fxtr`` command in a subprocess."""
     return subprocess.run(
-        [*FXTR, *args],
-        capture_output=True,
-        text=True,
-        env=env(),
-        cwd=cwd or ROOT,
+        [*FXTR, *args], capture_output=True, text=True, env=env(), cwd=cwd or ROOT,
         timeout=timeout,
     )
 

@@ -12,16 +12,14 @@ class Echo(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         key = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
-        body = json.dumps(
-            {
-                "error": f"Incorrect API key provided: {key}",
-                "bare": key.removeprefix("sk-proj-"),
-                "b64": base64.b64encode(key.encode()).decode(),
-                "basic": base64.b64encode(f":{key}".encode()).decode(),
-                "basic_user": "Basic " + base64.b64encode(f"user:{key}".encode()).decode(),
-                "bearer_b64": base64.urlsafe_b64encode(f"Bearer {key}".encode()).decode(),
-            }
-        ).encode()
+        body = json.dumps({
+            "error": f"Incorrect API key provided: {key}",
+            "bare": key.removeprefix("sk-proj-"),
+            "b64": base64.b64encode(key.encode()).decode(),
+            "basic": base64.b64encode(f":{key}".encode()).decode(),
+            "basic_user": "Basic " + base64.b64encode(f"user:{key}".encode()).decode(),
+            "bearer_b64": base64.urlsafe_b64encode(f"Bearer {key}".encode()).decode(),
+        }).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))

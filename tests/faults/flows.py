@@ -95,8 +95,5 @@ async def mapstr(
 ) -> Annotated[ArrayHandle[Any], "[model: str]"]:
     """``map_over`` given as a bare string (a common slip)."""
     return context.run_step(
-        "work",
-        work,
-        {"key": keys, "payload": "ok", "gate": ""},
-        map_over="model",  # type: ignore[arg-type]
+        "work", work, {"key": keys, "payload": "ok", "gate": ""}, map_over="model"  # type: ignore[arg-type]
     )

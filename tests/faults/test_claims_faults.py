@@ -29,16 +29,8 @@ def _hold_and_stop(store: Path, tmp: Path, how: signal.Signals) -> int:
     reaped here: a killed one stays a zombie while this process runs)."""
     gate = tmp / "gate"
     gate.mkdir()
-    proc = start_job(
-        {
-            "store": str(store),
-            "keys": KEYS,
-            "payload": "ok",
-            "gate": str(gate),
-            "out": str(tmp / "held.json"),
-        }
-    )
-
+    proc = start_job({"store": str(store), "keys": KEYS, "payload": "ok", "gate": str(gate),
+                      "out": str(tmp / "held.json")})
     def started() -> bool:
         if proc.poll() is not None:  # it ended before it held anything: say why
             err = Path(str(tmp / "held.json") + ".err").read_text(errors="replace")

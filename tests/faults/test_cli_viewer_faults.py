@@ -23,14 +23,9 @@ def populated(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
 @pytest.fixture(scope="module")
 def viewer(populated: tuple[Path, str]) -> Iterator[int]:
     store, _ = populated
-    proc = subprocess.Popen(
-        [*FXTR, "--store", str(store), "view", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=ROOT,
-        env=env(),
-    )
+    proc = subprocess.Popen([*FXTR, "--store", str(store), "view", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            cwd=ROOT, env=env())
     assert proc.stdout is not None
     line = proc.stdout.readline()
     match = re.search(r"http://[^:/]+:(\d+)/", line)
@@ -51,13 +46,10 @@ def _get(port: int, path: str, host: str | None = None) -> tuple[int, dict[str, 
     return response.status, {k.lower(): v for k, v in response.getheaders()}, body
 
 
-@pytest.mark.parametrize(
-    "args,valid",
-    [(["view", "--port", "99999"], "65535"), (["jobs", "--status", "bogus"], "succeeded")],
-)
-def test_bad_cli_values_are_one_line_naming_valid_values(
-    populated: tuple[Path, str], args: list[str], valid: str
-) -> None:
+@pytest.mark.parametrize("args,valid", [(["view", "--port", "99999"], "65535"),
+                                        (["jobs", "--status", "bogus"], "succeeded")])
+def test_bad_cli_values_are_one_line_naming_valid_values(populated: tuple[Path, str],
+                                                        args: list[str], valid: str) -> None:
     store, _ = populated
     proc = fxtr_cli("--store", str(store), *args, timeout=20)
     assert proc.returncode in (1, 2), (proc.returncode, proc.stdout, proc.stderr)
@@ -68,9 +60,8 @@ def test_bad_cli_values_are_one_line_naming_valid_values(
 
 
 @pytest.mark.parametrize("query", ["offset=abc", "offset=-1", "limit=abc", "limit=-5", "limit=1e3"])
-def test_bad_offset_or_limit_is_a_400_with_a_message(
-    viewer: int, populated: tuple[Path, str], query: str
-) -> None:
+def test_bad_offset_or_limit_is_a_400_with_a_message(viewer: int, populated: tuple[Path, str],
+                                                     query: str) -> None:
     _, job_id = populated
     status, _, body = _get(viewer, f"/api/jobs/{job_id}/invocations?{query}")
     assert status == 400, (status, body[:300])
@@ -78,9 +69,7 @@ def test_bad_offset_or_limit_is_a_400_with_a_message(
     assert name in body, body[:300]
 
 
-@pytest.mark.parametrize(
-    "path", ["/api/jobs/nosuchjob", "/nope", "/api/jobs/x/invocations?offset=x"]
-)
+@pytest.mark.parametrize("path", ["/api/jobs/nosuchjob", "/nope", "/api/jobs/x/invocations?offset=x"])
 def test_error_pages_carry_the_security_headers(viewer: int, path: str) -> None:
     status, headers, _ = _get(viewer, path)
     assert status >= 400
@@ -110,14 +99,9 @@ def test_damaged_job_record_leaves_the_viewer_listing_the_others(tmp_path: Path)
     two = job({"store": str(store), "keys": ["k1"], "payload": "ok"})
     with sqlite3.connect(store / "cache" / "cache.db") as con:
         con.execute("UPDATE FxtrJobs SET record = ? WHERE job_id = ?", ("{broken", one["job_id"]))
-    proc = subprocess.Popen(
-        [*FXTR, "--store", str(store), "view", "--port", "0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=ROOT,
-        env=env(),
-    )
+    proc = subprocess.Popen([*FXTR, "--store", str(store), "view", "--port", "0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            cwd=ROOT, env=env())
     try:
         assert proc.stdout is not None
         match = re.search(r":(\d+)/", proc.stdout.readline())

@@ -16,13 +16,7 @@ def test_the_python_blocks_of_the_faults_page_run(tmp_path: Path) -> None:
     blocks = [code for skip, code in BLOCK.findall(PAGE.read_text()) if not skip]
     assert blocks
     for code in blocks:
-        proc = subprocess.run(
-            [PYTHON, "-c", code],
-            capture_output=True,
-            text=True,
-            cwd=tmp_path,
-            env=env(),
-            timeout=60,
-        )
+        proc = subprocess.run([PYTHON, "-c", code], capture_output=True, text=True,
+                              cwd=tmp_path, env=env(), timeout=60)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "Zq8v3" not in proc.stdout and proc.stdout.count("[redacted]") == 2, proc.stdout

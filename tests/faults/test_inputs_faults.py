@@ -69,3 +69,5 @@ def test_step_timeout_accepts_seconds() -> None:
         return 1
 
     assert good.name == "faults.good_timeout"
+
+

@@ -47,9 +47,7 @@ def test_map_over_a_bare_string_is_one_dimension(store: Path) -> None:
     assert result.output is not None and result.output.to_dict() == {"a": "ok:a", "b": "ok:b"}
 
 
-def test_a_step_that_blocks_the_event_loop_is_named(
-    store: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_step_that_blocks_the_event_loop_is_named(store: Path, caplog: pytest.LogCaptureFixture) -> None:
     """A step that blocks (time.sleep) is named in a warning or a logged warning."""
     keys = Array.from_mapping({"k1": "k1"}, dims=["case"], value_type=str)
     caplog.set_level(logging.WARNING)

@@ -9,13 +9,11 @@ import pytest
 from tests.faults.conftest import by_address, job
 
 
-@pytest.mark.parametrize(
-    "kind,name",
-    [("cancel", "CancelledError"), ("keyboard", "KeyboardInterrupt"), ("exit", "SystemExit")],
-)
-def test_a_step_raising_a_base_exception_is_a_failed_invocation(
-    store: Path, kind: str, name: str
-) -> None:
+@pytest.mark.parametrize("kind,name", [("cancel", "CancelledError"),
+                                       ("keyboard", "KeyboardInterrupt"),
+                                       ("exit", "SystemExit")])
+def test_a_step_raising_a_base_exception_is_a_failed_invocation(store: Path, kind: str,
+                                                                 name: str) -> None:
     """The invocation fails with that error; the job is failed; no DeterminismError."""
     result = job({"store": str(store), "keys": ["k1", "k2"], "payload": f"{kind}@k1"})
     invs = by_address(result)

@@ -36,19 +36,13 @@ def test_hostile_keys_keep_their_own_errors_and_graph_parents(store: Path) -> No
     addresses_ = [inv.address for inv in result.invocations]
     assert len(set(addresses_)) == len(KEYS), addresses_
     for key in KEYS:
-        own = [
-            inv
-            for inv in result.invocations
-            if f"failed on purpose for key {key}" in str(inv.error)
-        ]
+        own = [inv for inv in result.invocations if f"failed on purpose for key {key}" in str(inv.error)]
         assert len(own) == 1, (key, [str(inv.error) for inv in result.invocations])
         assert own[0].address.startswith("faults.batch/work["), own[0].address
         assert split_address(own[0].address) == ("faults.batch", "work", {"case": key})
     graph = result.graph
     ids = {node.id for node in graph.nodes}
-    orphans = [
-        (n.kind, n.name) for n in graph.nodes if n.parent_id is not None and n.parent_id not in ids
-    ]
+    orphans = [(n.kind, n.name) for n in graph.nodes if n.parent_id is not None and n.parent_id not in ids]
     assert not orphans, orphans
     steps = [n for n in graph.nodes if n.kind == "step"]
     assert len(steps) == len(KEYS), [(n.kind, n.name) for n in graph.nodes]
@@ -88,9 +82,7 @@ def built_addresses(draw: st.DrawFn) -> tuple[str, list[tuple[str, dict[str, str
 
 @given(built_addresses())
 @example(("combine(/0", [("combine(", {}), ("0", {})]))  # a root that looks like a synthetic label
-def test_addresses_built_from_any_keys_round_trip(
-    built: tuple[str, list[tuple[str, dict[str, str]]]],
-) -> None:
+def test_addresses_built_from_any_keys_round_trip(built: tuple[str, list[tuple[str, dict[str, str]]]]) -> None:
     address, parts = built
     segments = address_segments(address)
     assert len(segments) == len(parts), (address, segments)

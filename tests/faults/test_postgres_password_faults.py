@@ -56,17 +56,14 @@ def test_the_plugin_and_the_command_name_the_url_without_its_password(tmp_path: 
         "def test_x(keys, result):\n"
         "    pass\n"
     )
-    (tmp_path / "pytest.ini").write_text(
-        "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
-    )
+    (tmp_path / "pytest.ini").write_text("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     runs = {
         "pytest": [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-q", f"--fxtr-store={url}"],
         "fxtr jobs": [*FXTR, "--store", url, "jobs"],
     }
     for name, args in runs.items():
-        proc = subprocess.run(
-            args, capture_output=True, text=True, cwd=tmp_path, env=env(), timeout=60
-        )
+        proc = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, env=env(),
+                              timeout=60)
         out = proc.stdout + proc.stderr
         assert proc.returncode != 0, (name, out[-2000:])
         assert "postgresql://fxtr:***@127.0.0.1:" in out, (name, out[-2000:])

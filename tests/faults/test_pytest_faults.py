@@ -13,7 +13,7 @@ import pytest
 
 from tests.faults.conftest import PYTHON, env, fxtr_cli, wait_for
 
-FLOW = """
+FLOW = '''
 import asyncio
 from pathlib import Path
 from typing import Annotated
@@ -38,9 +38,9 @@ async def evaluate(
     context: WorkflowContext, question: Annotated[ArrayHandle[str], "[case: str]"]
 ) -> Annotated[ArrayHandle[float], "[case: str]"]:
     return context.run_step("grade", grade, {{"question": question}}, map_over=["case"])
-"""
+'''
 
-EVAL = """
+EVAL = '''
 import pytest
 from evflow import evaluate
 
@@ -51,12 +51,11 @@ IDS = {ids!r}
 @pytest.mark.parametrize("question", QUESTIONS, ids=IDS)
 def test_eval(question, result):
     assert result == 1.0
-"""
+'''
 
 
-def _project(
-    path: Path, *, gate: str = "", evals: dict[str, tuple[list[str], list[str]]], marker: str = ""
-) -> None:
+def _project(path: Path, *, gate: str = "", evals: dict[str, tuple[list[str], list[str]]],
+             marker: str = "") -> None:
     (path / "evflow.py").write_text(FLOW.format(gate=gate))
     (path / "pytest.ini").write_text("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     for name, (questions, ids) in evals.items():
@@ -66,10 +65,7 @@ def _project(
 def _pytest(path: Path, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-        capture_output=True,
-        text=True,
-        cwd=path,
-        env=env(PYTHONPATH=env()["PYTHONPATH"] + ":" + str(path)),
+        capture_output=True, text=True, cwd=path, env=env(PYTHONPATH=env()["PYTHONPATH"] + ":" + str(path)),
         timeout=timeout,
     )
 
@@ -90,7 +86,7 @@ def test_hostile_parametrize_ids_each_show_their_own_error(tmp_path: Path) -> No
     for case in cases:
         failure = case.find("failure")
         assert failure is not None, case.attrib
-        seen[case.attrib["name"]] = failure.attrib.get("message", "") + (failure.text or "")
+        seen[case.attrib["name"]] = (failure.attrib.get("message", "") + (failure.text or ""))
     assert len(seen) == len(HOSTILE_IDS), sorted(seen)
     for i, ident in enumerate(HOSTILE_IDS):
         names = [n for n in seen if n == f"test_eval[{ident}]"]
@@ -108,13 +104,8 @@ def test_hostile_parametrize_ids_each_show_their_own_error(tmp_path: Path) -> No
 
 def test_two_evals_sharing_a_workflow_and_ids_never_conflict(tmp_path: Path) -> None:
     """Item 7: same workflow, same ids, other values, two modules: both cached on rerun."""
-    _project(
-        tmp_path,
-        evals={
-            "test_one": (["q one", "q two"], ["c1", "c2"]),
-            "test_two": (["other one", "other two"], ["c1", "c2"]),
-        },
-    )
+    _project(tmp_path, evals={"test_one": (["q one", "q two"], ["c1", "c2"]),
+                               "test_two": (["other one", "other two"], ["c1", "c2"])})
     first = _pytest(tmp_path, "--fxtr-report=r1.json")
     assert first.returncode == 0, (first.stdout + first.stderr)[-3000:]
     second = _pytest(tmp_path, "--fxtr-report=r2.json")
@@ -132,23 +123,16 @@ def test_ctrl_c_then_resume_continues_the_same_job(tmp_path: Path) -> None:
     """Item 8: SIGINT while a step runs; no traceback; --fxtr-resume is attempt 2 of that job."""
     gate = tmp_path / "gate"
     gate.mkdir()
-    _project(
-        tmp_path, gate=str(gate), evals={"test_slow": (["fast one", "slow one"], ["fast", "slow"])}
-    )
+    _project(tmp_path, gate=str(gate),
+             evals={"test_slow": (["fast one", "slow one"], ["fast", "slow"])})
     proc = subprocess.Popen(
         [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-q"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path,
         env=env(PYTHONPATH=env()["PYTHONPATH"] + ":" + str(tmp_path)),
     )
     try:
-        wait_for(
-            lambda: (gate / "started").exists() or proc.poll() is not None,
-            "the slow step to start",
-            timeout=90,
-        )
+        wait_for(lambda: (gate / "started").exists() or proc.poll() is not None,
+                 "the slow step to start", timeout=90)
         assert proc.poll() is None, proc.communicate()[0][-3000:]
         proc.send_signal(signal.SIGINT)
         out, _ = proc.communicate(timeout=60)
@@ -209,12 +193,10 @@ def test_report_path_that_is_a_directory_is_a_usage_error(tmp_path: Path) -> Non
     assert "adir" in out and not (tmp_path / ".fxtr").exists(), out[-3000:]
 
 
-@pytest.mark.parametrize(
-    "args,marker", [(("--fxtr-fail-under=nan",), ""), ((), ", threshold=float('inf')")]
-)
-def test_nan_and_inf_thresholds_are_usage_errors(
-    tmp_path: Path, args: tuple[str, ...], marker: str
-) -> None:
+@pytest.mark.parametrize("args,marker", [(("--fxtr-fail-under=nan",), ""),
+                                         ((), ", threshold=float('inf')")])
+def test_nan_and_inf_thresholds_are_usage_errors(tmp_path: Path, args: tuple[str, ...],
+                                                 marker: str) -> None:
     proc = _usage(tmp_path, *args, marker=marker)
     out = proc.stdout + proc.stderr
     assert proc.returncode == pytest.ExitCode.USAGE_ERROR, out[-3000:]
@@ -235,3 +217,5 @@ def test_garbled_cache_db_under_pytest_is_one_clear_error(tmp_path: Path) -> Non
     assert proc.returncode != 0
     assert "INTERNALERROR" not in out, out[-3000:]
     assert str(tmp_path / ".fxtr") in out, out[-3000:]
+
+

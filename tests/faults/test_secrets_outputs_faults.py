@@ -123,32 +123,22 @@ print(json.dumps(outputs))
 def test_a_key_in_the_store_reaches_no_output_of_the_cli_or_viewer(tmp_path: Path) -> None:
     key = "AIza" + secrets.token_hex(18)
     store = tmp_path / "store"
-    write = subprocess.run(
-        [PYTHON, "-c", WRITE, str(store), key],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env(),
-        timeout=60,
-    )
+    write = subprocess.run([PYTHON, "-c", WRITE, str(store), key], capture_output=True,
+                           text=True, cwd=ROOT, env=env(), timeout=60)
     assert write.returncode == 0, write.stderr[-3000:]
     job_id, status = write.stdout.split()
     assert status == "failed"
     held = all_bytes(store)
-    assert all(
-        text.encode() in held for name, text in forms(key).items() if name not in UNKNOWN_REDACTED
-    ), "precondition: the writer did not know the key, so the store should hold it in every form"
+    assert all(text.encode() in held for name, text in forms(key).items()
+               if name not in UNKNOWN_REDACTED), (
+        "precondition: the writer did not know the key, so the store should hold it in every form"
+    )
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     missing = f"faults.leaky_flow/call[case={key}]"
-    read = subprocess.run(
-        [PYTHON, "-c", READ, str(store), job_id, str(out_dir), missing],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=env(GOOGLE_API_KEY=key),
-        timeout=120,
-    )
+    read = subprocess.run([PYTHON, "-c", READ, str(store), job_id, str(out_dir), missing],
+                          capture_output=True, text=True, cwd=ROOT,
+                          env=env(GOOGLE_API_KEY=key), timeout=120)
     assert read.returncode == 0, read.stderr[-3000:]
     outputs = json.loads(read.stdout.strip().splitlines()[-1])
     for name, got in outputs.items():
@@ -160,11 +150,7 @@ def test_a_key_in_the_store_reaches_no_output_of_the_cli_or_viewer(tmp_path: Pat
     assert "Incorrect API key provided" in json.dumps(export), "the echo did not reach the export"
     assert json.loads(outputs["export"]["text"]) == export
     texts = {name: got["text"] for name, got in outputs.items()} | files
-    leaks = [
-        f"{form} in {name}"
-        for form, text in forms(key).items()
-        for name, out in texts.items()
-        if text in out
-    ]
+    leaks = [f"{form} in {name}" for form, text in forms(key).items()
+             for name, out in texts.items() if text in out]
     assert not leaks, leaks
     assert "[redacted]" in files["e.html"] and "[redacted]" in outputs["show -v"]["text"]

@@ -138,34 +138,14 @@ def test_keys_reach_no_output_of_pytest(tmp_path: Path, extra: list[str]) -> Non
     openai_key = "sk-proj-" + secrets.token_hex(20)
     anthropic_key = "sk-ant-api03-" + secrets.token_hex(20)
     (tmp_path / "test_leak.py").write_text(EVAL)
-    (tmp_path / "pytest.ini").write_text(
-        "[pytest]\nasyncio_default_fixture_loop_scope = function\n"
-    )
+    (tmp_path / "pytest.ini").write_text("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     child = env(OPENAI_API_KEY=openai_key, ANTHROPIC_API_KEY=anthropic_key)
     child["PYTHONPATH"] += ":" + str(tmp_path)
     proc = subprocess.run(
-        [
-            PYTHON,
-            "-m",
-            "pytest",
-            "-p",
-            "no:cacheprovider",
-            "-rA",
-            "-o",
-            "log_cli=true",
-            "--log-cli-level=INFO",
-            "--junitxml=j.xml",
-            "--fxtr-report=r.json",
-            "-v",
-            "--tb=long",
-            "--showlocals",
-            *extra,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=child,
-        timeout=180,
+        [PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-o", "log_cli=true",
+         "--log-cli-level=INFO", "--junitxml=j.xml", "--fxtr-report=r.json", "-v",
+         "--tb=long", "--showlocals", *extra],
+        capture_output=True, text=True, cwd=tmp_path, env=child, timeout=180,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out[-4000:]
@@ -174,17 +154,12 @@ def test_keys_reach_no_output_of_pytest(tmp_path: Path, extra: list[str]) -> Non
     assert "[redacted]" in out
     if not extra:
         assert "provider anthropic said" in out and "stdout of openai" in out, out[-4000:]
-    texts = {
-        "terminal": out,
-        "junit": (tmp_path / "j.xml").read_text(),
-        "report": (tmp_path / "r.json").read_text(),
-    }
+    texts = {"terminal": out, "junit": (tmp_path / "j.xml").read_text(),
+             "report": (tmp_path / "r.json").read_text()}
     leaks = [
         f"{form} of {which} in {name}"
-        for which, key, prefix in (
-            ("openai", openai_key, "sk-proj-"),
-            ("anthropic", anthropic_key, "sk-ant-api03-"),
-        )
+        for which, key, prefix in (("openai", openai_key, "sk-proj-"),
+                                   ("anthropic", anthropic_key, "sk-ant-api03-"))
         for form, text in _forms(key, prefix).items()
         for name, got in texts.items()
         if text in got

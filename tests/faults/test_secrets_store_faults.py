@@ -40,26 +40,15 @@ def _forms(key: str) -> dict[str, str]:
 
 def test_the_key_is_in_no_file_of_the_store(tmp_path: Path) -> None:
     key = "sk-proj-" + secrets.token_hex(20)
-    server = subprocess.Popen(
-        [PYTHON, "-m", "tests.faults.echo_server"],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=ROOT,
-        env=env(),
-    )
+    server = subprocess.Popen([PYTHON, "-m", "tests.faults.echo_server"], stdout=subprocess.PIPE,
+                              text=True, cwd=ROOT, env=env())
     try:
         assert server.stdout is not None
         port = int(server.stdout.readline())
         store = tmp_path / "store"
         child_env = env(OPENAI_API_KEY=key)
-        run = subprocess.run(
-            [PYTHON, "-c", SCRIPT, str(store), f"http://127.0.0.1:{port}/v1/chat"],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env=child_env,
-            timeout=60,
-        )
+        run = subprocess.run([PYTHON, "-c", SCRIPT, str(store), f"http://127.0.0.1:{port}/v1/chat"],
+                             capture_output=True, text=True, cwd=ROOT, env=child_env, timeout=60)
         assert run.returncode == 0, run.stderr[-3000:]
         _job_id, status = run.stdout.split()
         assert status == "failed"

@@ -24,9 +24,8 @@ def test_concurrent_job_with_other_inputs_goes_to_review(store: Path, tmp_path: 
     gate = tmp_path / "gate"
     gate.mkdir()
     out_a, out_b = tmp_path / "a.json", tmp_path / "b.json"
-    a = start_job(
-        {"store": str(store), "keys": ["k1"], "payload": "A", "gate": str(gate), "out": str(out_a)}
-    )
+    a = start_job({"store": str(store), "keys": ["k1"], "payload": "A", "gate": str(gate),
+                   "out": str(out_a)})
     wait_for(lambda: (gate / "started-k1").exists(), "A's step to start")
     b = start_job({"store": str(store), "keys": ["k1"], "payload": "B", "out": str(out_b)})
     wait_for(lambda: len(list(_job_ids(store))) >= 2, "B's job record")
@@ -43,19 +42,11 @@ def test_concurrent_job_overwrite_keeps_history(store: Path, tmp_path: Path) -> 
     gate = tmp_path / "gate"
     gate.mkdir()
     out_a, out_b = tmp_path / "a.json", tmp_path / "b.json"
-    a = start_job(
-        {"store": str(store), "keys": ["k1"], "payload": "A", "gate": str(gate), "out": str(out_a)}
-    )
+    a = start_job({"store": str(store), "keys": ["k1"], "payload": "A", "gate": str(gate),
+                   "out": str(out_a)})
     wait_for(lambda: (gate / "started-k1").exists(), "A's step to start")
-    b = start_job(
-        {
-            "store": str(store),
-            "keys": ["k1"],
-            "payload": "B",
-            "conflict": "overwrite",
-            "out": str(out_b),
-        }
-    )
+    b = start_job({"store": str(store), "keys": ["k1"], "payload": "B", "conflict": "overwrite",
+                   "out": str(out_b)})
     wait_for(lambda: len(list(_job_ids(store))) >= 2, "B's job record")
     (gate / "go").touch()
     finish(a, out_a)
@@ -66,8 +57,7 @@ def test_concurrent_job_overwrite_keeps_history(store: Path, tmp_path: Path) -> 
     ra = json.loads(out_a.read_text())
     lines = history.stdout.splitlines()
     assert any(line.startswith("[0]") and ra["job_id"] in line for line in lines), (
-        f"A's entry (job {ra['job_id']}) is not in the history:\n{history.stdout}"
-    )
+        f"A's entry (job {ra['job_id']}) is not in the history:\n{history.stdout}")
     assert any(line.startswith("[current]") and rb["job_id"] in line for line in lines)
 
 
@@ -98,9 +88,8 @@ def test_damaged_job_record_does_not_hide_the_others(store: Path) -> None:
 def test_fxtr_jobs_names_each_damaged_job_record_and_its_store(store: Path) -> None:
     """Issue 28 item 4: a record that is not JSON, one with broken fields and one whose
     invocation records are cut are each named (job id, store), the healthy job listed."""
-    ids = [
-        job({"store": str(store), "keys": ["k1"], "payload": f"ok{i}"})["job_id"] for i in range(4)
-    ]
+    ids = [job({"store": str(store), "keys": ["k1"], "payload": f"ok{i}"})["job_id"]
+           for i in range(4)]
     garbled, broken, cut, healthy = ids
     with sqlite3.connect(store / "cache" / "cache.db") as con:
         con.execute("UPDATE FxtrJobs SET record = ? WHERE job_id = ?", ("{not json", garbled))
@@ -113,10 +102,8 @@ def test_fxtr_jobs_names_each_damaged_job_record_and_its_store(store: Path) -> N
         ).fetchall()
         assert rows, "precondition: the job's invocation records are in FxtrInvocations"
         for address, value in rows:
-            con.execute(
-                "UPDATE FxtrInvocations SET record = ? WHERE job_id = ? AND address = ?",
-                (str(value)[:7], cut, address),
-            )
+            con.execute("UPDATE FxtrInvocations SET record = ? WHERE job_id = ? AND address = ?",
+                        (str(value)[:7], cut, address))
     listing = fxtr_cli("--store", str(store), "jobs")
     assert listing.returncode == 0, listing.stderr
     assert healthy[:8] in listing.stdout, listing.stdout
@@ -142,14 +129,8 @@ def test_a_job_id_in_use_is_refused(store: Path) -> None:
     first = job({"store": str(store), "keys": ["k1"], "payload": "ok", "job_id": "fixed-id"})
     assert first["job_id"] == "fixed-id"
     spec = {"store": str(store), "keys": ["k2"], "payload": "other", "job_id": "fixed-id"}
-    proc = subprocess.run(
-        [PYTHON, "-m", "tests.faults.driver", json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        env=env(),
-        cwd=ROOT,
-        timeout=30,
-    )
+    proc = subprocess.run([PYTHON, "-m", "tests.faults.driver", json.dumps(spec)],
+                          capture_output=True, text=True, env=env(), cwd=ROOT, timeout=30)
     assert proc.returncode != 0, "a second job was launched under an id in use"
     assert "fixed-id" in proc.stderr
     show = fxtr_cli("--store", str(store), "show", "fixed-id")
@@ -161,15 +142,8 @@ def test_sigkill_mid_batch_then_resume_loses_only_in_flight(store: Path, tmp_pat
     gate = tmp_path / "gate"
     gate.mkdir()
     keys = [f"k{i}" for i in range(6)]
-    proc = start_job(
-        {
-            "store": str(store),
-            "keys": keys,
-            "payload": "ok",
-            "gate": str(gate),
-            "out": str(tmp_path / "x.json"),
-        }
-    )
+    proc = start_job({"store": str(store), "keys": keys, "payload": "ok", "gate": str(gate),
+                      "out": str(tmp_path / "x.json")})
     wait_for(lambda: len(list(gate.glob("started-*"))) == 6, "all steps to start")
     proc.kill()
     proc.wait(10)

@@ -42,9 +42,7 @@ def test_one_unstorable_result_fails_only_its_invocation(store: Path) -> None:
 def _damage_entry(store: Path, address: str) -> None:
     """Change the stored result of an entry, keeping it valid JSON (a silent bit flip)."""
     with sqlite3.connect(store / "cache" / "cache.db") as con:
-        (value,) = con.execute(
-            "SELECT value FROM Cache WHERE key = ?", ("e|" + address,)
-        ).fetchone()
+        (value,) = con.execute("SELECT value FROM Cache WHERE key = ?", ("e|" + address,)).fetchone()
         text = value if isinstance(value, str) else bytes(value).decode()
         assert "ok:k1" in text, text
         damaged = text.replace("ok:k1", "ok:kX")
@@ -67,10 +65,8 @@ def test_garbled_entry_text_is_a_miss_not_a_crash(store: Path) -> None:
     """Item 4: an entry that is not even JSON any more is a miss, the job goes on."""
     job({"store": str(store), "keys": ["k1", "k2"], "payload": "ok"})
     with sqlite3.connect(store / "cache" / "cache.db") as con:
-        con.execute(
-            "UPDATE Cache SET value = ? WHERE key = ?",
-            ("{\x00garbage", "e|faults.batch/work[case=k1]"),
-        )
+        con.execute("UPDATE Cache SET value = ? WHERE key = ?",
+                    ("{\x00garbage", "e|faults.batch/work[case=k1]"))
     again = job({"store": str(store), "keys": ["k1", "k2"], "payload": "ok"})
     assert again["status"] == "succeeded" and again["output"] == {"k1": "ok:k1", "k2": "ok:k2"}
 
@@ -84,11 +80,7 @@ def test_garbled_cache_db_is_one_clear_error(store: Path) -> None:
         wal.unlink()
     proc = subprocess.run(
         [PYTHON, "-m", "tests.faults.driver", json.dumps({"store": str(store), "keys": ["k1"]})],
-        capture_output=True,
-        text=True,
-        env=env(),
-        cwd=ROOT,
-        timeout=30,
+        capture_output=True, text=True, env=env(), cwd=ROOT, timeout=30,
     )
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]

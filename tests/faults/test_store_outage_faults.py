@@ -36,21 +36,10 @@ def _restart(data: str, port: int, sockets: str) -> None:
 
     prefix = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
     subprocess.run(
-        [
-            *prefix,
-            f"{server_bin()}/pg_ctl",
-            "-D",
-            data,
-            "-l",
-            os.path.join(sockets, "log2"),
-            "-w",
-            "-o",
-            f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off",
-            "start",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
+        [*prefix, f"{server_bin()}/pg_ctl", "-D", data, "-l", os.path.join(sockets, "log2"),
+         "-w", "-o", f"-p {port} -k {sockets} -c listen_addresses=127.0.0.1 -c fsync=off",
+         "start"],
+        check=True, capture_output=True, text=True,
     )
 
 
@@ -66,11 +55,7 @@ def test_postgres_killed_mid_job_stops_it_once_and_resume_finishes_it(tmp_path: 
         spec = {"store": url, "keys": KEYS, "payload": "ok", "gate": str(gate)}
         proc = subprocess.Popen(
             [PYTHON, "-m", "tests.faults.driver", json.dumps(spec)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env(),
-            cwd=ROOT,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(), cwd=ROOT,
         )
         wait_for(lambda: len(list(gate.glob("started-*"))) == len(KEYS), "every step to start")
         postmaster = int(Path(data, "postmaster.pid").read_text().split()[0])

@@ -34,9 +34,7 @@ class Namespace:
             pytest.skip("unshare and nsenter (util-linux) are not installed")
         self.holder = subprocess.Popen(
             ["unshare", "--mount", "--propagation", "private", "sleep", "600"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-            text=True,
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
         )
         ours = os.readlink("/proc/self/ns/mnt")
         deadline = time.monotonic() + 10
@@ -54,28 +52,12 @@ class Namespace:
                 pytest.skip("unshare --mount did not make a namespace within 10 s")
             time.sleep(0.01)
 
-    def run(
-        self, *cmd: str, cwd: Path = ROOT, timeout: float = 120
-    ) -> subprocess.CompletedProcess[str]:
+    def run(self, *cmd: str, cwd: Path = ROOT, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         script = 'cd "$1" && shift && exec "$@"'
         return subprocess.run(
-            [
-                "nsenter",
-                "-t",
-                str(self.holder.pid),
-                "-m",
-                "--",
-                "sh",
-                "-c",
-                script,
-                "sh",
-                str(cwd),
-                *cmd,
-            ],
-            capture_output=True,
-            text=True,
-            env=env(),
-            timeout=timeout,
+            ["nsenter", "-t", str(self.holder.pid), "-m", "--", "sh", "-c", script, "sh",
+             str(cwd), *cmd],
+            capture_output=True, text=True, env=env(), timeout=timeout,
         )
 
     def mount(self, *args: str) -> None:
@@ -189,12 +171,8 @@ def test_a_read_only_store_is_read_by_every_command_and_a_write_names_the_reason
         db.execute("DROP TABLE FxtrValues")
     before = all_bytes(store)
     _read_only(namespace, store)
-    for args in (
-        ["jobs"],
-        ["show", job_id],
-        ["cache", "stats"],
-        ["cache", "history", "faults.batch/work[case=k1]"],
-    ):
+    for args in (["jobs"], ["show", job_id], ["cache", "stats"],
+                 ["cache", "history", "faults.batch/work[case=k1]"]):
         proc = namespace.fxtr(store, *args)
         assert proc.returncode == 0, (args, proc.stderr)
         assert "Traceback" not in proc.stderr and "not a readable" not in proc.stderr
@@ -209,7 +187,7 @@ def test_a_read_only_store_is_read_by_every_command_and_a_write_names_the_reason
     assert all_bytes(store) == before
 
 
-EVAL = """
+EVAL = '''
 import pytest
 from tests.faults.flows import batch
 
@@ -217,7 +195,7 @@ from tests.faults.flows import batch
 @pytest.mark.parametrize("keys", {keys!r})
 def test_work(keys, result):
     assert result.startswith("{payload}:")
-"""
+'''
 
 
 def _eval_project(folder: Path, payload: str, keys: list[str]) -> None:
@@ -227,9 +205,8 @@ def _eval_project(folder: Path, payload: str, keys: list[str]) -> None:
 
 
 def _pytest(ns: Namespace, folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return ns.run(
-        PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0", *args, cwd=folder
-    )
+    return ns.run(PYTHON, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "0", *args,
+                  cwd=folder)
 
 
 def test_pytest_on_a_read_only_store_is_one_usage_error_and_a_dry_run_reads_it(
@@ -285,13 +262,8 @@ def _limited(spec: dict[str, object], limit: int) -> subprocess.CompletedProcess
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
 
     return subprocess.run(
-        [PYTHON, "-m", "tests.faults.driver", json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        env=env(),
-        cwd=ROOT,
-        timeout=120,
-        preexec_fn=limit_files,
+        [PYTHON, "-m", "tests.faults.driver", json.dumps(spec)], capture_output=True, text=True,
+        env=env(), cwd=ROOT, timeout=120, preexec_fn=limit_files,
     )
 
 

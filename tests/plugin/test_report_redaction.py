@@ -47,13 +47,8 @@ def test_report_and_markdown_hold_no_key(pytester, monkeypatch):
     monkeypatch.setenv("GITHUB_STEP_SUMMARY", str(summary))
     pytester.makepyfile(test_leak=EVAL)
     result = pytester.runpytest_subprocess(
-        "-p",
-        "no:cacheprovider",
-        "-v",
-        "--fxtr-report",
-        "report.json",
-        "--fxtr-markdown",
-        "summary.md",
+        "-p", "no:cacheprovider", "-v", "--fxtr-report", "report.json",
+        "--fxtr-markdown", "summary.md",
     )
     assert result.ret == 1
     forms = [KEY, KEY.removeprefix("sk-proj-"), base64.b64encode(KEY.encode()).decode()]

@@ -551,7 +551,6 @@ def _parser() -> argparse.ArgumentParser:
     p.set_defaults(run=cmd_view)
 
     from fxtr.cli._calibrate import add_parser as add_calibrate  # DESIGN §15's A/A control
-
     add_calibrate(sub, common, (_store, _job_id, _print_json, CommandError))
     from fxtr.cli._arrays import add_parser as add_arrays  # DESIGN §19's project arrays
 

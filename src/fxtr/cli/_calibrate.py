@@ -56,16 +56,12 @@ def add_parser(sub: Any, common: argparse.ArgumentParser, helpers: tuple[Any, ..
     )
     p.add_argument("job", metavar="JOB", help="the eval job (samples >= 2)")
     p.add_argument(
-        "--splits",
-        type=int,
-        default=DEFAULT_SPLITS,
+        "--splits", type=int, default=DEFAULT_SPLITS,
         help=f"random half-splits per group (default {DEFAULT_SPLITS})",
     )
     p.add_argument("--seed", type=int, default=0, help="the splits' seed (default 0)")
     p.add_argument(
-        "--alpha",
-        type=float,
-        default=0.05,
+        "--alpha", type=float, default=0.05,
         help="the comparison's significance level: intervals at 1 - alpha (default 0.05)",
     )
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -134,23 +130,14 @@ def calibrate(
         msg = f"job {job_id}: {exc}"
         raise ValueError(msg) from None
     if args.json:
-        document = {
-            "job_id": job_id,
-            "eval": evaluation.get("eval"),
-            "splits": args.splits,
-            "seed": args.seed,
-            "alpha": args.alpha,
-            "groups": groups,
-        }
+        document = {"job_id": job_id, "eval": evaluation.get("eval"), "splits": args.splits,
+                    "seed": args.seed, "alpha": args.alpha, "groups": groups}
         return document, []
     return None, calibration_lines(job_id, evaluation, groups, args.alpha)
 
 
 def aa_control(
-    evaluation: dict[str, Any],
-    *,
-    splits: int = DEFAULT_SPLITS,
-    seed: int = 0,
+    evaluation: dict[str, Any], *, splits: int = DEFAULT_SPLITS, seed: int = 0,
     alpha: float = 0.05,
 ) -> list[dict[str, Any]]:
     """The A/A control of an evaluation, per group (see the module docstring).
@@ -184,11 +171,8 @@ def aa_control(
     usable = {k: v for k, v in by_group.items() if len(v[1]) >= 2}
     if not usable:
         most = max(
-            (
-                len(c.get("values") or [])
-                for c in evaluation.get("cells") or []
-                if isinstance(c, dict)
-            ),
+            (len(c.get("values") or []) for c in evaluation.get("cells") or []
+             if isinstance(c, dict)),
             default=0,
         )
         msg = (
@@ -205,10 +189,7 @@ def aa_control(
 
 
 def _group_control(
-    group: dict[str, Any],
-    cases: list[tuple[str, list[float]]],
-    splits: int,
-    seed: int,
+    group: dict[str, Any], cases: list[tuple[str, list[float]]], splits: int, seed: int,
     alpha: float,
 ) -> dict[str, Any]:
     rng = random.Random(f"fxtr-calibrate/{seed}/{sorted(group.items())!r}")

@@ -555,7 +555,9 @@ def export_html(store: Store, job_id: str | list[str]) -> str:
         evaluation = evaluation_of(view.record)
         if evaluation is not None:
             table = viewer.table(job_id)
-            matrix = result_matrix(evaluation, limit=len(evaluation["cells"]), tables=(table, None))
+            matrix = result_matrix(
+                evaluation, limit=len(evaluation["cells"]), tables=(table, None)
+            )
             matrix["job_id"] = job_id
             origins: dict[str, Any] = {}  # the jobs that ran cached cells, read once
             for i in range(len(evaluation["cells"])):

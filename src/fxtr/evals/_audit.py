@@ -202,19 +202,11 @@ def apply_judge(
             continue
         q0, q1 = figures["q0"], figures["q1"]
         est = corrected_proportion(
-            min(1.0, max(0.0, mean)),
-            max(1, int(g["n"])),
-            q0=q0["value"],
-            m0=q0["n"],
-            q1=q1["value"],
-            m1=q1["n"],
+            min(1.0, max(0.0, mean)), max(1, int(g["n"])),
+            q0=q0["value"], m0=q0["n"], q1=q1["value"], m1=q1["n"],
         )
-        g["corrected"] = {
-            "value": est.value,
-            "stderr": est.stderr,
-            "low": est.low,
-            "high": est.high,
-        }
+        g["corrected"] = {"value": est.value, "stderr": est.stderr, "low": est.low,
+                          "high": est.high}
         g["gated_on"] = "corrected"
         g["passed"] = _passed(est.value, threshold, g.get("missing", 0) + g.get("incomplete", 0))
     first = groups[0]["judge"] if groups else None

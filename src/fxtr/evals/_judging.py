@@ -158,7 +158,8 @@ async def pairwise_judge(
     assert scorer.instructions is not None and scorer.grade_pattern is not None
     first, second = (response.text, other.text) if order == "AB" else (other.text, response.text)
     criterion = "".join(case.targets) or "the answer that is more correct, complete and helpful"
-    values = {"question": case.input, "answer_a": first, "answer_b": second, "criterion": criterion}
+    values = {"question": case.input, "answer_a": first, "answer_b": second,
+              "criterion": criterion}
     reply = await ask_judge(context, scorer, case, values, judge_sample)
     found = re.search(scorer.grade_pattern, reply)
     grade = found.group(1).upper() if found else None
@@ -233,7 +234,9 @@ async def audited_scores(
     k = spec.judge_samples
     js = context.add_source_array(
         "judge_samples",
-        Array.from_mapping({i: i for i in range(k)}, dims=[(JUDGE_SAMPLE, int)], value_type=int),
+        Array.from_mapping(
+            {i: i for i in range(k)}, dims=[(JUDGE_SAMPLE, int)], value_type=int
+        ),
     )
     if spec.calibration:
         gold = {c.id: await context.store(c) for c in spec.calibration}
@@ -252,10 +255,7 @@ async def audited_scores(
             "against_model", Array.scalar(await context.store(spec.against), BoundID[Model])
         )
         others = context.run_step(
-            "against",
-            answer,
-            {"model": against, "case": asked},
-            map_over=["case"],
+            "against", answer, {"model": against, "case": asked}, map_over=["case"],
             samples=samples,
         )
         orders = context.add_source_array(
@@ -265,12 +265,8 @@ async def audited_scores(
             "pairwise",
             pairwise_judge,
             {
-                "scorer": grader_h,
-                "case": case,
-                "response": responses,
-                "other": others,
-                "order": orders,
-                "judge_sample": js,
+                "scorer": grader_h, "case": case, "response": responses, "other": others,
+                "order": orders, "judge_sample": js,
             },
             map_over=["model", "case", "sample", JUDGE_SAMPLE, "order"],
         )

@@ -80,7 +80,7 @@ def load_script(path: str) -> ModuleType:
         raise ImportError(msg)
     if not _guarded(path):
         msg = (
-            f'the script {path} has no `if __name__ == "__main__":` block, so loading it '
+            f"the script {path} has no `if __name__ == \"__main__\":` block, so loading it "
             "would run its launch again. Put the launch under that block"
         )
         raise ImportError(msg)

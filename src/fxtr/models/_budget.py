@@ -140,12 +140,14 @@ class Budget:
     A call starts only when what was spent, plus the forecast of the calls in flight, plus
     what is owed to the judges of answers asked, plus its own forecast (and, for a call whose
     answer will be graded, the forecast of its grading calls) stays within ``limit``. A
-    judge's call draws on what is owed, so a case whose answer was paid for is graded before
-    a new case starts. A call that does not fit waits while calls are in flight (they may
-    cost less than forecast, and teach the forecast what this run's answers are like);
-    then it fails at once with category ``budget_exhausted`` (reason ``budget``) and
-    nothing is sent. Calls of a model with no price cost nothing here (they cannot be
-    counted) and are counted in ``unpriced``.
+    judge's call of an answer paid for needs only spent, in flight and its own forecast to
+    fit: what is owed was kept for it, so an answer paid for is graded. A call that does not
+    fit waits while calls are in flight (they may cost less than forecast, and teach the
+    forecast what this run's answers are like); then it fails at once with category
+    ``budget_exhausted`` (reason ``budget``) and nothing is sent. Calls of a model with no
+    price cost nothing here (they cannot be counted) and are counted in ``unpriced``.
+    ``known_outputs`` are the models' median output tokens in the store's history, the
+    forecast's output until this run has seen the model answer.
     """
 
     def __init__(self, limit: float, known_outputs: dict[str, float] | None = None) -> None:

@@ -222,7 +222,8 @@ def _output_text(output: tuple[ContentText | ToolCall, ...]) -> str:
     import json
 
     return "".join(
-        b.text if isinstance(b, ContentText) else json.dumps([b.name, b.arguments]) for b in output
+        b.text if isinstance(b, ContentText) else json.dumps([b.name, b.arguments])
+        for b in output
     )
 
 

@@ -68,10 +68,7 @@ def judge_lines(groups: list[dict[str, Any]], width: int | None = JUDGE_WIDTH) -
         else:
             lines.extend(
                 textwrap.wrap(
-                    text,
-                    width,
-                    subsequent_indent="    ",
-                    break_on_hyphens=False,
+                    text, width, subsequent_indent="    ", break_on_hyphens=False,
                     break_long_words=False,
                 )
             )

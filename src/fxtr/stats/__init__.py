@@ -333,12 +333,7 @@ def required_sample_size(
 
 
 def _t_estimate(
-    mean: float,
-    se: float,
-    n: int,
-    df: int,
-    clusters: int | None,
-    method: str,
+    mean: float, se: float, n: int, df: int, clusters: int | None, method: str,
     confidence: float,
 ) -> Estimate:
     half = t_quantile(0.5 + confidence / 2, df) * se

@@ -158,3 +158,4 @@ def _check_confidence(confidence: float) -> None:
     if not 0.0 < confidence < 1.0:
         msg = f"confidence must lie strictly between 0 and 1 (e.g. 0.95), not {confidence!r}"
         raise ValueError(msg)
+
