@@ -7,9 +7,11 @@ two always print the same figures.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any
 
+from fxtr.report import escape_controls
 from pytest_fxtr._summary import (
     _flips,
     _gate,
@@ -42,7 +44,7 @@ def markdown(jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]])
         gate = {"gate passed": "gate passed", "-": "not gated"}.get(label, "gate **failed**")
         if label == "regressed":
             gate += " (regressed)"
-        out.append(f"### `{e['eval']}` ({e['workflow']}): {gate}")
+        out.append(f"### {_code(e['eval'])} ({_md(e['workflow'])}): {gate}")
         out.append("")
         if info is not None:
             out.append(
@@ -113,8 +115,28 @@ def markdown(jobs: dict[str, dict[str, Any]], evaluations: list[dict[str, Any]])
     return "\n".join(out)
 
 
+_ACTIVE = re.compile(r"\||<(?=[A-Za-z/!?])|(?<=\])[(\[]")
+"""What makes Markdown (GitHub's) of a text: a table cell's ``|``, the ``<`` of an HTML tag or
+autolink, and the ``(`` or ``[`` after a ``]`` that makes a link or an image."""
+
+
 def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text of the run (case ids, errors, notes) as Markdown that reads as itself.
+
+    Control characters are escaped as in the terminal (``escape_controls``: one line, no
+    escape code), and each character that would make a table cell, an HTML tag, a link or
+    an image gets a backslash (``a < b`` and ``[0.1, 0.2]`` are left as they read).
+    """
+    return _ACTIVE.sub(lambda m: "\\" + m.group(0), escape_controls(str(text)))
+
+
+def _code(text: str) -> str:
+    """Text as a code span, its fence longer than any run of backticks inside it."""
+    text = escape_controls(str(text))
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def write_markdown(

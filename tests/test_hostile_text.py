@@ -99,6 +99,56 @@ def test_hostile_ids_and_errors_never_start_a_line_and_the_otel_password_is_hidd
     assert "boom\\n::error::from-the-error \\x1b[31mred\\r::warning::cr" in shown
 
 
+GROUPED = textwrap.dedent(
+    """
+    from typing import Annotated
+
+    import pytest
+
+    from fxtr import ArrayHandle, StepContext, WorkflowContext, step, workflow
+
+    @step(name="g.score")
+    async def score(context: StepContext, model: str, case: str) -> float:
+        return 1.0
+
+    @workflow(name="g.evaluate")
+    async def evaluate(
+        context: WorkflowContext,
+        model: Annotated[ArrayHandle[str], "[model: str]"],
+        case: Annotated[ArrayHandle[str], "[case: str]"],
+    ) -> Annotated[ArrayHandle[float], "[model: str, case: str]"]:
+        return context.run_step("score", score, {"model": model, "case": case},
+                                map_over=["model", "case"])
+
+    HOSTILE = "<img src=x onerror=alert(1)>![t](http://t.test/p)[a](javascript:x)|c\x1b[31m"
+
+    @pytest.mark.fxtr(evaluate, dims={"model": "model", "case": "case"})
+    @pytest.mark.parametrize("model", [HOSTILE])
+    @pytest.mark.parametrize("case", ["a", "b"])
+    def test_g(model, case, result):
+        assert result == 1.0
+    """
+)
+
+
+def test_a_hostile_group_makes_no_tag_image_link_or_cell_in_the_markdown_summary(pytester):
+    """GitHub's step summary renders Markdown and some HTML: text of the run reads as itself."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_g=GROUPED)
+    ran = subprocess.run(
+        [sys.executable, "-m", "pytest", "test_g.py", "-p", "no:cacheprovider",
+         "--fxtr-markdown", "summary.md"],
+        cwd=pytester.path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    markdown = (pytester.path / "summary.md").read_text()
+    assert "\x1b" not in markdown and _commands(markdown) == [], markdown
+    assert "<img" not in markdown.replace("\\<img", "") and "](" not in markdown, markdown
+    (row,) = [line for line in markdown.splitlines() if "onerror" in line]
+    assert row.count(" | ") == 7, row  # its own cells only
+    assert "\\<img src=x onerror=alert(1)>![t]\\(http://t.test/p)[a]\\(javascript:x)\\|c" in row
+
+
 def test_the_escapes_themselves():
     """Every control character is escaped in a one-line text, lines are kept otherwise; a
     printed line starting with ``::`` is guarded; URLs lose their passwords only."""

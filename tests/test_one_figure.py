@@ -97,6 +97,24 @@ def test_an_unpriced_model_costs_n_a_on_the_first_run_and_on_cached_reruns(proje
     assert _made(project) == 10  # the reruns were served by the cache
 
 
+def test_fxtr_show_and_the_viewers_graph_give_an_operation_of_unpriced_calls_n_a(project):
+    """The job's lines said n/a while its operations' lines said $0.0000."""
+    from fxtr.report import load_job, operation_graph
+    from fxtr.store import open_store
+
+    assert project.runpytest_subprocess("-p", "no:cacheprovider", "--fxtr-report", "r.json").ret == 0
+    job_id = json.loads((project.path / "r.json").read_text())["jobs"][0]["job_id"]
+    shown = subprocess.run([sys.executable, "-m", "fxtr.cli", "show", job_id],
+                           cwd=project.path, capture_output=True, text=True, timeout=60)
+    assert shown.returncode == 0, shown.stderr
+    (generate,) = [line for line in shown.stdout.splitlines() if "generate" in line]
+    assert "10 ran" in generate and generate.endswith("tokens · n/a"), shown.stdout
+    assert "$0.0000" not in shown.stdout, shown.stdout
+    graph = operation_graph(load_job(open_store(project.path / ".fxtr"), job_id))
+    (node,) = [n for n in graph["nodes"] if n["name"] == "generate"]
+    assert node["unpriced"] == 10 and node["cost_usd"] == 0.0
+
+
 def test_calls_refused_by_the_budget_are_not_counted_as_calls(project, monkeypatch):
     monkeypatch.setenv("EVAL_PRICE", "gpt-5-mini")
     result = project.runpytest_subprocess(

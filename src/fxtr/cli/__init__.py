@@ -167,7 +167,7 @@ def cmd_jobs(args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from fxtr.report import job_row, operation_graph
+    from fxtr.report import format_cost, job_row, operation_graph
 
     store = _store(args)
     view = _job(store, args.job)
@@ -196,7 +196,7 @@ def cmd_show(args: argparse.Namespace) -> int:
             extra = f" · {n['ran']} ran, {n['cached']} cached"
             tokens = n["input_tokens"] + n["output_tokens"]
             if tokens:
-                extra += f" · {tokens} tokens · {format_usd(n['cost_usd'])}"
+                extra += f" · {tokens} tokens · {format_cost(n['cost_usd'], n['unpriced'])}"
         reasons = (
             " · reasons: " + ", ".join(f"{k} {v}" for k, v in n["reasons"].items())
             if n["reasons"]

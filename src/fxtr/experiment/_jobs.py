@@ -168,6 +168,7 @@ def summarize(invocations: Iterable[Invocation]) -> dict[str, Any]:
                 "input_tokens": 0,
                 "output_tokens": 0,
                 "cost_usd": 0.0,
+                "unpriced": 0,
                 "reasons": {},
             }
         op["invocations"] += 1
@@ -187,6 +188,8 @@ def summarize(invocations: Iterable[Invocation]) -> dict[str, Any]:
             op["input_tokens"] += inv.input_tokens
             op["output_tokens"] += inv.output_tokens
             op["cost_usd"] += inv.cost_usd or 0.0
+            if any(row.get("usd") is None for row in inv.cost_by_model.values()):
+                op["unpriced"] += 1  # a call nobody can price: its dollars are not 0
     # tokens and dollars as the report counts them (priced, unpriced, saved by the cache),
     # from the records that made model calls: the others add nothing
     from fxtr.report import cost_of_invocations

@@ -12,10 +12,12 @@ from fxtr.report._names import (
     newest_first,
     resolve_job,
 )
+from fxtr.report._redaction import escape_controls
 from fxtr.report._values import render_value
 from fxtr.report._views import (
     JobView,
     cost_of_invocations,
+    format_cost,
     format_usd,
     invocation_detail,
     job_report,
@@ -30,7 +32,9 @@ __all__ = [
     "JobView",
     "attempt_status",
     "cost_of_invocations",
+    "escape_controls",
     "find_store",
+    "format_cost",
     "format_usd",
     "invocation_detail",
     "job_records",

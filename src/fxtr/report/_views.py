@@ -129,6 +129,16 @@ def format_usd(value: float | None) -> str:
     return f"${value:.4f}" if value >= 0.01 or value == 0 else f"${value:.6f}"
 
 
+def format_cost(value: float | None, unpriced: int = 0) -> str:
+    """Dollars of invocations of which ``unpriced`` made calls with no price.
+
+    ``n/a`` when none was priced, ``$x + n/a`` when some were: an unpriced call is never $0.
+    """
+    if unpriced and not value:
+        return "n/a"
+    return format_usd(value) + (" + n/a" if unpriced else "")
+
+
 SUBJECT = "subject"
 """The role of a model call that is not a judge's."""
 
@@ -362,6 +372,7 @@ def operation_graph(view: JobView) -> dict[str, Any]:
                 "input_tokens": 0,
                 "output_tokens": 0,
                 "cost_usd": 0.0,
+                "unpriced": 0,
                 "reasons": Counter(),
                 "invocations": 0,
             }
@@ -395,6 +406,7 @@ def operation_graph(view: JobView) -> dict[str, Any]:
         for field in ("invocations", "ran", "cached", "input_tokens", "output_tokens"):
             n[field] += op[field]
         n["cost_usd"] += op["cost_usd"]
+        n["unpriced"] += op.get("unpriced", 0)
     for address, inv in view.invocations.items() if summary is None else ():
         key = strip_keys(address)
         n = node(key, "step", address_segments(key)[-1])
@@ -408,6 +420,9 @@ def operation_graph(view: JobView) -> dict[str, Any]:
             n["input_tokens"] += inv.get("input_tokens", 0)
             n["output_tokens"] += inv.get("output_tokens", 0)
             n["cost_usd"] += inv.get("cost_usd") or 0.0
+            by_model = (inv.get("cost_by_model") or {}).values()
+            if any(row.get("usd") is None for row in by_model):
+                n["unpriced"] += 1
         if inv.get("reason"):
             n["reasons"][inv["reason"]] += 1
     for key in _internal_sources(nodes):
@@ -468,7 +483,7 @@ def fold_trajectories(
             moved[k] = key
             by_name[k.rsplit("/", 1)[1]] += n["invocations"]
             steps.update(n["counts"])
-            for field in ("ran", "cached", "input_tokens", "output_tokens", "cost_usd"):
+            for field in ("ran", "cached", "input_tokens", "output_tokens", "cost_usd", "unpriced"):
                 agent[field] += n[field]
             agent["reasons"].update(n["reasons"])
         trajectories = agent["invocations"]
@@ -488,7 +503,8 @@ def fold_trajectories(
         ]
         tokens = agent["input_tokens"] + agent["output_tokens"]
         if tokens:
-            agent["lines"].append(f"{tokens} tokens · ${agent['cost_usd']:.4f}")
+            money = format_cost(agent["cost_usd"], agent["unpriced"])
+            agent["lines"].append(f"{tokens} tokens · {money}")
     out: list[dict[str, Any]] = []
     seen: set[tuple[str, str, str]] = set()
     for e in edges:

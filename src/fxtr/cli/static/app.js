@@ -106,6 +106,8 @@
     return node;
   }
   function usd(v) { return v === null || v === undefined ? "-" : "$" + (v >= 0.01 || v === 0 ? v.toFixed(4) : v.toFixed(6)); }
+  // dollars of invocations of which `unpriced` made calls with no price (as fxtr.report.format_cost)
+  function cost(v, unpriced) { if (unpriced && !v) { return "n/a"; } return (v === null || v === undefined ? "n/a" : usd(v)) + (unpriced ? " + n/a" : ""); }
   function main() { return document.getElementById("main"); }
   function show(nodes) { var m = main(); m.textContent = ""; nodes.forEach(function (n) { if (n) { m.appendChild(n); } }); }
   function fail(err) { show([el("p", { class: "notice", text: "Error: " + err.message })]); }
@@ -526,7 +528,7 @@
       section.textContent = "";
       var facts = document.getElementById("job-facts");
       if (facts) {
-        facts.textContent = facts.textContent + " · " + row.ran + " ran, " + row.cached + " cached, " + row.failed + " failed · " + row.tokens + " tokens · " + usd(row.cost_usd);
+        facts.textContent = facts.textContent + " · " + row.ran + " ran, " + row.cached + " cached, " + row.failed + " failed · " + row.tokens + " tokens · " + cost(row.cost_usd, 0);
       }
       var list = el("div", { id: "invocations" });
       section.appendChild(el("h2", { text: "Operations" }));
@@ -551,7 +553,7 @@
     var lines = [parts.join(" · ") || "no invocations"];
     if (n.kind === "step" && n.invocations) {
       lines.push(n.ran + " ran · " + n.cached + " cached");
-      if (n.input_tokens + n.output_tokens) { lines.push((n.input_tokens + n.output_tokens) + " tokens · " + usd(n.cost_usd)); }
+      if (n.input_tokens + n.output_tokens) { lines.push((n.input_tokens + n.output_tokens) + " tokens · " + cost(n.cost_usd, n.unpriced)); }
     }
     return lines;
   }
