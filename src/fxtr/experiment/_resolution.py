@@ -24,8 +24,8 @@ from fxtr.experiment._invocation import invoke
 from fxtr.experiment._records import Invocation
 from fxtr.experiment._replay import replayed
 from fxtr.experiment._why import explain, review_summary
-from fxtr.models._batch import parking
 from fxtr.models._mock import code_changed
+from fxtr.models._slots import parking
 from fxtr.store import CacheEntry
 
 YIELD_AFTER = 0.05

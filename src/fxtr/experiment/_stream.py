@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from fxtr.experiment._binding import Operation, plan_stream
 from fxtr.experiment._graph import Node, Value, assemble
 from fxtr.experiment._resolution import resolve
-from fxtr.models._batch import parking
+from fxtr.models._slots import parking
 
 if TYPE_CHECKING:
     from fxtr.experiment._definition import StepDefinition

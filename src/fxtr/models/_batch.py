@@ -19,13 +19,11 @@ the answers it had. Cost is the batch price: half the listed price.
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import dataclasses
 import hashlib
 import json
 import logging
 import weakref
-from collections.abc import Callable
 from typing import Any
 
 from fxtr.models._batch_settings import (
@@ -38,6 +36,7 @@ from fxtr.models._batch_settings import (
     settings_for,
 )
 from fxtr.models._classify import category_from_http
+from fxtr.models._slots import give_back
 from fxtr.models._types import ModelCallError, ModelCallFailure, ModelRequest, ModelResponse
 
 log = logging.getLogger("fxtr")
@@ -517,17 +516,8 @@ async def batch_generate(
         return response
 
 
-parking: contextvars.ContextVar[Callable[[], None] | None] = contextvars.ContextVar(
-    "fxtr_batch_parking", default=None
-)
-"""Set by the engine around a map's workers: called when an invocation parks on a batch, so
-that another worker takes the next invocation meanwhile."""
-
-
 async def _waiting(future: asyncio.Future[Any], slot: asyncio.Semaphore | None) -> Any:
     """The future's result, with ``slot`` given back meanwhile."""
-    from fxtr.models._budget import give_back
-
     if slot is None:
         return await future
     give_back(slot)

@@ -18,6 +18,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from fxtr.models._prices import cost_of_tokens, has_price
+from fxtr.models._slots import give_back
 from fxtr.models._types import (
     AssistantMessage,
     ModelCallError,
@@ -316,19 +317,6 @@ waiting_slot: contextvars.ContextVar[asyncio.Semaphore | None] = contextvars.Con
 )
 """The run's concurrency slot the current call's step holds (set by the kit around its
 calls): given back while the call waits for the budget."""
-
-
-def give_back(slot: asyncio.Semaphore) -> None:
-    """Release a slot the caller holds while it waits.
-
-    Another worker of the engine's map starts meanwhile (``fxtr.models._batch.parking``).
-    """
-    from fxtr.models._batch import parking
-
-    slot.release()
-    more = parking.get()
-    if more is not None:
-        more()
 
 
 current_budget: contextvars.ContextVar[Budget | None] = contextvars.ContextVar(

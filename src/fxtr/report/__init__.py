@@ -5,6 +5,7 @@ is computed here once, from the store alone.
 """
 
 from fxtr.report._judges import judge_lines
+from fxtr.report._money import format_cost, format_usd
 from fxtr.report._names import (
     attempt_status,
     find_store,
@@ -17,8 +18,6 @@ from fxtr.report._values import render_value
 from fxtr.report._views import (
     JobView,
     cost_of_invocations,
-    format_cost,
-    format_usd,
     invocation_detail,
     job_report,
     job_row,

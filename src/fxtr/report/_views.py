@@ -7,6 +7,7 @@ from collections import Counter, defaultdict
 from typing import Any
 
 from fxtr.report._evals import evaluation_of, gate_label, model_call_view
+from fxtr.report._money import format_cost
 from fxtr.report._names import eval_name, live_status
 from fxtr.report._values import render_value
 from fxtr.store import Store
@@ -117,26 +118,6 @@ def load_job(store: Store, job_id: str) -> JobView:
 def view_of(store: Store, record: dict[str, Any]) -> JobView:
     """A job's view from a record already read (listing jobs reads each record once)."""
     return JobView(job_id=record["job_id"], record=record, store=store)
-
-
-def format_usd(value: float | None) -> str:
-    """Dollars as the summary, the command and the viewer show them (6 places under a cent).
-
-    ``n/a`` for a cost nobody knows (an unpriced model), never ``$0.0000``.
-    """
-    if value is None:
-        return "n/a"
-    return f"${value:.4f}" if value >= 0.01 or value == 0 else f"${value:.6f}"
-
-
-def format_cost(value: float | None, unpriced: int = 0) -> str:
-    """Dollars of invocations of which ``unpriced`` made calls with no price.
-
-    ``n/a`` when none was priced, ``$x + n/a`` when some were: an unpriced call is never $0.
-    """
-    if unpriced and not value:
-        return "n/a"
-    return format_usd(value) + (" + n/a" if unpriced else "")
 
 
 SUBJECT = "subject"
