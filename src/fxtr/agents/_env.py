@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from fxtr.agents._state import StoredEnv
 from fxtr.agents._tool import OutOfTime, Tool, _content, call_within, import_path
+from fxtr.agents._tool_steps import ENCODABLE
 from fxtr.agents._types import Environment, ToolOutcome, Trajectory
 from fxtr.evals._cases import Case
 from fxtr.experiment._encoding import EncodingError
@@ -73,11 +74,7 @@ def _commit(tree: Tree, where: str) -> tuple[str, dict[str, bytes]]:
     try:
         return tree.commit()
     except EncodingError as exc:
-        msg = (
-            f"{where} has no canonical encoding ({exc}): keep the environment an Entity "
-            "(fxtr.Entity subclass) or JSON-like values (dict, list, str, int, float, bool, "
-            "None)."
-        )
+        msg = f"{where} has no canonical encoding ({exc}): {ENCODABLE}"
         raise TypeError(msg) from None
 
 

@@ -234,16 +234,21 @@ def _user_tools(done: dict[str, Any]) -> list[dict[str, Any]]:
     )
     return [
         {"kind": "user_sim", "text": f"(calls its tools) {said}"},
-        *(
-            {
-                "kind": "tool_result",
-                "id": r.get("tool_call_id"),
-                "name": names.get(r.get("tool_call_id", ""), "?"),
-                "content": r.get("content"),
-                "is_error": bool(r.get("is_error")),
-            }
-            for r in done.get("results") or []
-        ),
+        *_tool_results(done.get("results") or [], names),
+    ]
+
+
+def _tool_results(results: list[dict[str, Any]], names: dict[str, str]) -> list[dict[str, Any]]:
+    """Tool results as viewer events, each named by the call it answers."""
+    return [
+        {
+            "kind": "tool_result",
+            "id": r.get("tool_call_id"),
+            "name": names.get(r.get("tool_call_id", ""), "?"),
+            "content": r.get("content"),
+            "is_error": bool(r.get("is_error")),
+        }
+        for r in results
     ]
 
 
@@ -283,16 +288,7 @@ def trajectory_view(trajectory: dict[str, Any]) -> dict[str, Any]:
             )
             turn += 1
         elif kind == "ToolMessage":
-            events.extend(
-                {
-                    "kind": "tool_result",
-                    "id": r.get("tool_call_id"),
-                    "name": names.get(r.get("tool_call_id", ""), "?"),
-                    "content": r.get("content"),
-                    "is_error": bool(r.get("is_error")),
-                }
-                for r in m.get("results") or []
-            )
+            events.extend(_tool_results(m.get("results") or [], names))
     usage = trajectory.get("usage") or {}
     return {
         "events": events,

@@ -20,6 +20,12 @@ from fxtr.experiment.entities import BoundID
 from fxtr.experiment.steps import StepContext, step
 from fxtr.models import ToolCall, ToolResult
 
+ENCODABLE = (
+    "keep the environment an Entity (fxtr.Entity subclass) or JSON-like values "
+    "(dict, list, str, int, float, bool, None)."
+)
+"""How an environment that cannot be stored is mended (its error messages end with it)."""
+
 
 def _check_env(value: Any, where: str) -> None:
     try:
@@ -27,8 +33,7 @@ def _check_env(value: Any, where: str) -> None:
     except EncodingError as exc:
         msg = (
             f"{where} is a {type(value).__name__}, which has no canonical encoding ({exc}): "
-            "keep the environment an Entity (fxtr.Entity subclass) or JSON-like values "
-            "(dict, list, str, int, float, bool, None)."
+            f"{ENCODABLE}"
         )
         raise TypeError(msg) from None
 

@@ -36,6 +36,23 @@ STOPS = (
 DEFAULT_USER_STOP = "###STOP###"
 
 
+def _tools(tools: Sequence[Any], owner: str) -> tuple[Tool, ...]:
+    """``tools`` as a tuple, each a ``@tool`` function.
+
+    Raises:
+        TypeError: one is not, named with the fix.
+    """
+    tools = tuple(tools)
+    bad = [t for t in tools if not isinstance(t, Tool)]
+    if bad:
+        msg = (
+            f"{owner}(tools=...) takes @tool functions, got {bad[0]!r}: decorate it with "
+            "@fxtr.agents.tool."
+        )
+        raise TypeError(msg)
+    return tools
+
+
 class UserSim(Entity):
     """A simulated user (tau-bench's): a model playing the user from instructions.
 
@@ -83,14 +100,7 @@ class UserSim(Entity):
         if not isinstance(model, Model):
             msg = f"UserSim(model) takes a fxtr.evals.Model, got {model!r}: write Model(...)."
             raise TypeError(msg)
-        tools = tuple(tools)
-        bad = [t for t in tools if not isinstance(t, Tool)]
-        if bad:
-            msg = (
-                f"UserSim(tools=...) takes @tool functions, got {bad[0]!r}: decorate it with "
-                "@fxtr.agents.tool."
-            )
-            raise TypeError(msg)
+        tools = _tools(tools, "UserSim")
         object.__setattr__(self, "model", model)
         object.__setattr__(self, "instructions", instructions)
         object.__setattr__(self, "stop", stop)
@@ -159,14 +169,7 @@ class Agent(Entity):
         sandbox: Any = None,
         sandbox_code: str | None = None,
     ) -> None:
-        tools = tuple(tools)
-        bad = [t for t in tools if not isinstance(t, Tool)]
-        if bad:
-            msg = (
-                f"Agent(tools=...) takes @tool functions, got {bad[0]!r}: decorate it with "
-                "@fxtr.agents.tool."
-            )
-            raise TypeError(msg)
+        tools = _tools(tools, "Agent")
         names = [t.name for t in tools] + (["submit"] if submit else [])
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:

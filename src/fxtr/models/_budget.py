@@ -34,11 +34,6 @@ DEFAULT_OUTPUT_TOKENS = 256
 """Output tokens assumed for a call with no ``max_tokens`` and no history of its model."""
 
 
-OWED_GRACE = 1.0
-"""Seconds a call that does not fit waits for the judges owed when no call is in flight
-(an answer has settled and its judge's step is on its way)."""
-
-
 def request_chars(request: ModelRequest) -> int:
     """Characters of text a request sends (every message, tool results included)."""
     total = 0
@@ -241,53 +236,34 @@ class Budget:
             self._owed.append(entry)
         self.in_flight += forecast
         self._calls_in_flight += 1
-        self._signal()
         return Reservation(forecast, entry, counted=True)
 
     async def wait_to_admit(self, api: Any, request: ModelRequest) -> Reservation:
         """``admit``, after waiting while the call does not fit and calls are in flight.
 
         Calls in flight settle, perhaps below their forecast, and teach the forecast this
-        run's answers; a call also waits (``OWED_GRACE``) for the judges owed to start when
-        nothing is in flight. It waits holding no concurrency slot of the run
-        (``waiting_slot`` is given back meanwhile), so the steps that grade the answers
-        already paid for (a trajectory's score) are not held up by the cases that wait.
-        Its reservation is made before the slot is taken again.
+        run's answers. A call waits holding no concurrency slot of the run (``waiting_slot``
+        is given back meanwhile), and makes its reservation before it takes the slot again:
+        the calls woken by one settlement must not all fit the same dollars.
         """
         slot = waiting_slot.get()
         released = False
         try:
-            while self._calls_in_flight or self._owed:
+            while self._calls_in_flight:
                 _, forecast, graders = self._plan(api, request)
                 if forecast is None or self._fits(forecast, graders)[0]:
                     break
                 if slot is not None and not released:
                     released = True
                     give_back(slot)
-                if not await self._changed(OWED_GRACE if not self._calls_in_flight else None):
-                    break  # only judges owed, and none started: they are not coming
-            # reserved at once, before the slot is taken again: the calls that woke with it
-            # must not all fit the same dollars
+                if self._settled is None:
+                    self._settled = asyncio.Event()
+                await self._settled.wait()
             return self.admit(api, request)
         finally:
             if released:
                 # taken again even when cancelled, so that the caller's own release balances it
                 await asyncio.shield(slot.acquire())  # type: ignore[union-attr]
-
-    async def _changed(self, timeout: float | None) -> bool:
-        """Wait until a call starts or settles; ``False`` when ``timeout`` passed first."""
-        if self._settled is None:
-            self._settled = asyncio.Event()
-        try:
-            await asyncio.wait_for(self._settled.wait(), timeout)
-        except TimeoutError:
-            return False
-        return True
-
-    def _signal(self) -> None:
-        if self._settled is not None:
-            self._settled.set()
-            self._settled = None
 
     def settle(self, api: Any, reserved: Reservation, response: ModelResponse | None) -> None:
         """A call ended: its reservation is released and what it cost is spent.
@@ -299,7 +275,9 @@ class Budget:
             self._calls_in_flight -= 1
         if not self._calls_in_flight:
             self.in_flight = 0.0  # no residue of float sums
-        self._signal()
+        if self._settled is not None:
+            self._settled.set()
+            self._settled = None
         if response is None:
             if reserved.owed is not None and reserved.owed in self._owed:
                 self._owed.remove(reserved.owed)
